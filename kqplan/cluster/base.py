@@ -1,0 +1,87 @@
+"""The ``Cluster`` protocol: the only door to Kafka (wire, snapshot file or sandbox)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol
+
+from kqplan.entity import Entity, Name
+from kqplan.state import QuotaState
+
+
+class MatchType(IntEnum):
+    """DescribeClientQuotas component match types (wire values)."""
+
+    EXACT = 0
+    DEFAULT = 1
+    SPECIFIED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class FilterComponent:
+    entity_type: str
+    match_type: MatchType
+    match: Name = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeFilter:
+    """A DescribeClientQuotas filter; the default (no components, not strict) means all."""
+
+    components: tuple[FilterComponent, ...] = ()
+    strict: bool = False
+
+
+ALL = DescribeFilter()
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One AlterClientQuotas op: set ``key`` to ``value``, or remove it when value is None."""
+
+    key: str
+    value: float | None
+
+    @property
+    def remove(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class Alteration:
+    entity: Entity
+    ops: tuple[Op, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EntityResult:
+    """A broker's answer for one entity of an AlterClientQuotas request."""
+
+    entity: Entity
+    error_code: int = 0
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIdentity:
+    cluster_id: str | None
+    address: str
+    """Where it was reached: ``host:port``, ``snapshot:PATH`` or ``sandbox:host:port``."""
+
+
+class Cluster(Protocol):
+    """Describe and alter client quotas. Implementations raise KqplanError on failure."""
+
+    def identity(self) -> ClusterIdentity: ...
+
+    def describe(self, flt: DescribeFilter = ALL) -> QuotaState: ...
+
+    def alter(self, alterations: Sequence[Alteration], *, validate_only: bool) -> list[EntityResult]: ...
+
+    def close(self) -> None: ...

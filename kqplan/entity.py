@@ -1,0 +1,153 @@
+"""Quota entities: an immutable map of entity type to name, where ``None`` is the default.
+
+The display form is KIP-546's: ``{user=alice, client-id=<default>}``, user first, then
+client-id, then ip, then any custom types sorted. A principal literally named ``<default>``
+is written ``\\<default>`` (a leading backslash escapes the name; ``\\\\x`` is ``\\x``), so the
+display form and the manifest spelling never confuse a real name with the default entity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+USER = "user"
+CLIENT_ID = "client-id"
+IP = "ip"
+BUILTIN_TYPES: tuple[str, ...] = (USER, CLIENT_ID, IP)
+DEFAULT_NAME = "<default>"
+_ORDER = {USER: 0, CLIENT_ID: 1, IP: 2}
+
+Name = str | None
+"""An entity name; ``None`` is the default entity of its type (null on the wire)."""
+
+
+def _type_rank(entity_type: str) -> tuple[int, str]:
+    return (_ORDER.get(entity_type, 3), entity_type)
+
+
+def escape_name(name: Name) -> str:
+    """Spell a name the way manifests, the CLI and the display form write it."""
+    if name is None:
+        return DEFAULT_NAME
+    if name == DEFAULT_NAME or name.startswith("\\"):
+        return "\\" + name
+    return name
+
+
+def unescape_name(text: str) -> Name:
+    """Inverse of :func:`escape_name`: ``<default>`` is the default, ``\\x`` is the name ``x``."""
+    if text == DEFAULT_NAME:
+        return None
+    if text.startswith("\\"):
+        return text[1:]
+    return text
+
+
+class EntityKind(StrEnum):
+    """Which family of quota keys an entity takes (Kafka's ``configKeysForEntityType``)."""
+
+    CLIENT = "client"  # user and/or client-id
+    IP = "ip"
+    CUSTOM = "custom"  # declared in project config; keys pass through unvalidated
+    INVALID = "invalid"  # empty, or ip combined with user/client-id
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """A quota entity. Build it with :meth:`of`; equality does not depend on order."""
+
+    parts: tuple[tuple[str, Name], ...]
+    """(type, name) pairs in display order; each type at most once."""
+
+    def __post_init__(self) -> None:
+        # Equality and hashing compare ``parts``, so it must be canonical however built.
+        canonical = tuple(sorted(dict(self.parts).items(), key=lambda p: _type_rank(p[0])))
+        if canonical != self.parts:
+            object.__setattr__(self, "parts", canonical)
+
+    @classmethod
+    def of(cls, entries: Mapping[str, Name] | Iterable[tuple[str, Name]]) -> Entity:
+        """Build an entity from a type→name mapping or pairs (a repeated type: last wins)."""
+        items = entries.items() if isinstance(entries, Mapping) else entries
+        return cls(tuple(items))
+
+    @classmethod
+    def user(cls, name: Name) -> Entity:
+        return cls(((USER, name),))
+
+    @classmethod
+    def client(cls, name: Name) -> Entity:
+        return cls(((CLIENT_ID, name),))
+
+    @classmethod
+    def user_client(cls, user: Name, client_id: Name) -> Entity:
+        return cls(((USER, user), (CLIENT_ID, client_id)))
+
+    @classmethod
+    def ip(cls, name: Name) -> Entity:
+        return cls(((IP, name),))
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for t, _ in self.parts)
+
+    def __contains__(self, entity_type: object) -> bool:
+        return any(t == entity_type for t, _ in self.parts)
+
+    def __iter__(self) -> Iterator[tuple[str, Name]]:
+        return iter(self.parts)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def name(self, entity_type: str) -> Name:
+        """The name for ``entity_type``; raises KeyError when the type is absent."""
+        for t, n in self.parts:
+            if t == entity_type:
+                return n
+        raise KeyError(entity_type)
+
+    def get(self, entity_type: str, default: Name = None) -> Name:
+        for t, n in self.parts:
+            if t == entity_type:
+                return n
+        return default
+
+    @property
+    def kind(self) -> EntityKind:
+        types = set(self.types)
+        if not types:
+            return EntityKind.INVALID
+        if IP in types:
+            return EntityKind.INVALID if types & {USER, CLIENT_ID} else (
+                EntityKind.IP if types == {IP} else EntityKind.CUSTOM
+            )
+        if types <= {USER, CLIENT_ID}:
+            return EntityKind.CLIENT
+        return EntityKind.CUSTOM
+
+    @property
+    def has_default(self) -> bool:
+        return any(n is None for _, n in self.parts)
+
+    @property
+    def display(self) -> str:
+        """KIP-546's form, e.g. ``{user=alice, client-id=<default>}``."""
+        return "{" + ", ".join(f"{t}={escape_name(n)}" for t, n in self.parts) + "}"
+
+    def __str__(self) -> str:
+        return self.display
+
+    def to_json(self) -> dict[str, Name]:
+        """JSON form used by plans, snapshots and reports: ``null`` is the default entity."""
+        return dict(self.parts)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Name]) -> Entity:
+        return cls.of(data)
+
+    def sort_key(self) -> str:
+        """Deterministic order of changes and listings: the display form."""
+        return self.display

@@ -1,0 +1,115 @@
+"""Quota state (entity → key → value) and its snapshot file (DESIGN §3.4).
+
+A snapshot is ``{"format_version": 1, "cluster_id": "…", "entities": [{"entity": {...},
+"quotas": {...}}]}``; ``null`` names are default entities. NaN and ±Infinity, which Kafka
+can hold for DOUBLE keys, are written as the JSON extensions ``NaN``/``Infinity``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from kqplan.entity import Entity, Name
+from kqplan.errors import KqplanError
+
+Quotas = Mapping[str, float]
+QuotaState = Mapping[Entity, Quotas]
+"""What a cluster holds, or what manifests want: every entity with at least one key."""
+
+SNAPSHOT_FORMAT_VERSION = 1
+
+
+class SnapshotEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    entity: dict[str, Name]
+    quotas: dict[str, float]
+
+
+class SnapshotFile(BaseModel):
+    """On-disk form of a snapshot; validated on read, written by :func:`write_snapshot`."""
+
+    model_config = ConfigDict(extra="forbid")
+    format_version: Literal[1]
+    cluster_id: str | None = None
+    entities: list[SnapshotEntry]
+
+
+def snapshot_to_json(state: QuotaState, cluster_id: str | None) -> str:
+    """Serialize deterministically: entities sorted by display form, keys sorted."""
+    entries = [
+        {"entity": e.to_json(), "quotas": dict(sorted(state[e].items()))}
+        for e in sorted(state, key=Entity.sort_key)
+    ]
+    doc = {"format_version": SNAPSHOT_FORMAT_VERSION, "cluster_id": cluster_id, "entities": entries}
+    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def snapshot_from_json(text: str | bytes, *, source: str) -> tuple[dict[Entity, dict[str, float]], str | None]:
+    """Parse a snapshot; raise :class:`KqplanError` naming ``source`` when it is not one."""
+    try:
+        doc = SnapshotFile.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise KqplanError(
+            f"{source}: not a kqplan snapshot: {where}: {first['msg']}",
+            hint="a snapshot is written by `kqplan export --format json` or `kqplan sandbox --state`",
+        ) from None
+    state: dict[Entity, dict[str, float]] = {}
+    for entry in doc.entities:
+        entity = Entity.of(entry.entity)
+        if entity in state:
+            raise KqplanError(f"{source}: entity {entity.display} appears twice in the snapshot")
+        if entry.quotas:
+            state[entity] = dict(entry.quotas)
+    return state, doc.cluster_id
+
+
+def read_snapshot(path: Path) -> tuple[dict[Entity, dict[str, float]], str | None]:
+    """Read a snapshot file: (state, cluster id)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise KqplanError(f"cannot read snapshot {path}: {exc.strerror}") from None
+    return snapshot_from_json(data, source=str(path))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` so that a crash leaves either the old or the new file, never a torn one."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_snapshot(path: Path, state: QuotaState, cluster_id: str | None) -> None:
+    """Write a snapshot atomically (temp file, fsync, rename)."""
+    write_atomically(path, snapshot_to_json(state, cluster_id))
+
+
+def fingerprint(state: QuotaState) -> str:
+    """A stable digest of a state, recorded in plans to tell whether the cluster moved."""
+    h = hashlib.sha256()
+    for entity in sorted(state, key=Entity.sort_key):
+        h.update(json.dumps([entity.parts, sorted(state[entity].items())]).encode())
+    return "sha256:" + h.hexdigest()[:32]

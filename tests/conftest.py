@@ -1,0 +1,3 @@
+"""Shared fixtures. Each plugin module owns one family of fixtures."""
+
+pytest_plugins = ["tests.kafka.plugin"]

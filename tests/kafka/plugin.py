@@ -1,0 +1,1 @@
+"""Placeholder: the real-broker harness plugin (fixtures real_kafka, …) lands here."""
