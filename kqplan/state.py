@@ -52,7 +52,9 @@ def snapshot_to_json(state: QuotaState, cluster_id: str | None) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
-def snapshot_from_json(text: str | bytes, *, source: str) -> tuple[dict[Entity, dict[str, float]], str | None]:
+def snapshot_from_json(
+    text: str | bytes, *, source: str
+) -> tuple[dict[Entity, dict[str, float]], str | None]:
     """Parse a snapshot; raise :class:`KqplanError` naming ``source`` when it is not one."""
     try:
         doc = SnapshotFile.model_validate_json(text)

@@ -1,0 +1,182 @@
+"""The ``kqplan`` command line: parse options into typed values, call a command, map errors.
+
+Thin by design: each command lives in ``kqplan/commands/`` as a function returning an exit
+code. This module owns the one error boundary: a :class:`KqplanError` prints its message and
+exits 1, Ctrl-C exits 130, and a traceback appears only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kqplan.config import ProjectConfig, find_config, load_config
+from kqplan.console import Streams
+from kqplan.errors import ExitCode, KqplanError
+
+# typer vendors click privately (typer._click); reach its exception types through public names.
+_UsageError: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+app = typer.Typer(
+    name="kqplan",
+    help="Kafka client quotas as code: validate, plan, apply, resolve.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+_state: dict[str, Any] = {"debug": False, "config": None}
+
+
+def _streams() -> Streams:
+    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
+    return Streams(sys.stdout, sys.stderr, interactive)
+
+
+def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
+    explicit: Path | None = _state["config"]
+    if explicit is not None:
+        return load_config(explicit)
+    start = paths[0] if paths else Path.cwd()
+    return find_config(start if start.is_dir() else start.parent)
+
+
+def run(body: Callable[[], int]) -> int:
+    """The error boundary every command goes through."""
+    try:
+        return int(body())
+    except KqplanError as exc:
+        from kqplan.diagnostics import DiagnosticsError
+
+        if isinstance(exc, DiagnosticsError):
+            sys.stderr.write(str(exc) + "\n")
+        else:
+            sys.stderr.write(f"Error: {exc}\n")
+        if _state["debug"]:
+            traceback.print_exc()
+        return ExitCode.ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted.\n")
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # a bug: say so, without a traceback unless asked
+        if _state["debug"]:
+            traceback.print_exc()
+        else:
+            sys.stderr.write(f"kqplan: internal error: {type(exc).__name__}: {exc}\n"
+                             "  = help: run again with --debug for the traceback, and please "
+                             "report it\n")
+        return ExitCode.ERROR
+
+
+@app.callback()
+def _global(
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="Project config file (default: the nearest kqplan.toml).",
+        dir_okay=False)] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    _state["config"] = config
+    _state["debug"] = debug
+
+
+PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or directories.",
+                                                show_default=False)]
+StateOpt = Annotated[Path | None, typer.Option(
+    "--state", help="Plan against a snapshot file instead of a live cluster.", dir_okay=False)]
+BootstrapOpt = Annotated[str | None, typer.Option(
+    "--bootstrap-server", envvar="KQPLAN_BOOTSTRAP_SERVER", help="Kafka bootstrap HOST:PORT.")]
+CommandConfigOpt = Annotated[Path | None, typer.Option(
+    "--command-config", envvar="KQPLAN_COMMAND_CONFIG", dir_okay=False,
+    help="Client properties (as for kafka-configs.sh): security.protocol, sasl.*, ssl.*.")]
+
+
+@app.command()
+def validate(
+    paths: PathsArg,
+    fmt: Annotated[str, typer.Option("--format", help="text | json | github")] = "text",
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
+) -> int:
+    """Check manifests offline; report every problem with file:line:column."""
+    from kqplan.commands.validate import DiagnosticFormat
+    from kqplan.commands.validate import validate as command
+
+    return run(lambda: command(paths, _config(paths), fmt=_choice(DiagnosticFormat, fmt, "--format"),
+                               strict=strict, streams=_streams()))
+
+
+@app.command()
+def plan(
+    paths: PathsArg,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | markdown | json")] = "text",
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Save the plan (JSON) for `kqplan apply --plan`.", dir_okay=False)] = None,
+    detailed_exitcode: Annotated[bool, typer.Option(
+        "--detailed-exitcode", help="Exit 2 when there are changes (0: none, 1: error).")] = False,
+) -> int:
+    """Show what apply would change: manifests against one describe of the cluster."""
+    from kqplan.commands.plan import plan as command
+    from kqplan.render import Format
+    from kqplan.target import Target
+
+    return run(lambda: command(
+        paths, Target(state=state, bootstrap=bootstrap_server, command_config=command_config),
+        _config(paths), fmt=_choice(Format, fmt, "--format"), out=out,
+        detailed_exitcode=detailed_exitcode, streams=_streams()))
+
+
+@app.command(hidden=True)
+def schema() -> int:
+    """Print the manifest JSON Schema (what schemas/manifest-v1.json holds)."""
+    import json
+
+    from kqplan.manifest.models import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+    return ExitCode.OK
+
+
+def _choice(enum: Any, value: str, option: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = " | ".join(m.value for m in enum)
+        raise KqplanError(f"{option} must be one of {allowed}, not '{value}'") from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point. Usage errors exit 1 (2 means "changes present")."""
+    try:
+        code = app(args=list(argv) if argv is not None else None, prog_name="kqplan",
+                   standalone_mode=False)
+    except _UsageError as exc:
+        message = exc.format_message()  # type: ignore[attr-defined]
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.stderr.write(message + "\n")
+            code = ExitCode.OK
+        else:
+            sys.stderr.write(f"Error: {message}\n")
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None:
+                sys.stderr.write(f"  = help: see `{ctx.command_path} --help`\n")
+            code = ExitCode.ERROR
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("Interrupted.\n")
+        code = ExitCode.INTERRUPTED
+    except typer.Exit as exc:
+        code = exc.exit_code
+    sys.exit(int(code or 0))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,68 @@
+"""``kqplan plan``: diff the manifests against one describe of the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kqplan.cluster.base import Cluster
+from kqplan.config import ProjectConfig
+from kqplan.console import Streams
+from kqplan.diagnostics import DiagnosticsError, render_text
+from kqplan.errors import ExitCode, KqplanError
+from kqplan.manifest.compile import DesiredState, load_desired
+from kqplan.plan import ClusterRef, Plan, diff, dumps_plan
+from kqplan.render import RENDERERS, Format
+from kqplan.state import fingerprint, write_atomically
+from kqplan.target import Target, open_cluster
+
+
+def load_checked(paths: Sequence[Path], config: ProjectConfig, streams: Streams) -> DesiredState:
+    """Manifests that must be valid to go on: errors raise, warnings go to stderr."""
+    desired = load_desired(paths, config)
+    if desired.errors:
+        raise DiagnosticsError(desired.diagnostics)
+    if desired.diagnostics:
+        streams.warn(render_text(desired.diagnostics))
+    return desired
+
+
+def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
+                config: ProjectConfig) -> None:
+    """Refuse a cluster other than the one the manifests' ``cluster:`` names."""
+    guard = desired.cluster_guard
+    if guard is None:
+        return
+    wanted = config.cluster_id_for(guard)
+    if cluster_id is None:
+        raise KqplanError(f"manifests are guarded to cluster '{guard}', but {address} did not "
+                          "report a cluster id", hint="use a snapshot that records cluster_id")
+    if cluster_id != wanted:
+        named = f"'{guard}' (id {wanted})" if wanted != guard else f"'{guard}'"
+        raise KqplanError(f"wrong cluster: the manifests are guarded to {named}, but {address} "
+                          f"is cluster {cluster_id}",
+                          hint="point kqplan at the right cluster, or map the name to this id "
+                          "under [clusters] in kqplan.toml")
+
+
+def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig) -> Plan:
+    """One describe, then the diff."""
+    ident = cluster.identity()
+    check_guard(desired, ident.cluster_id, ident.address, config)
+    actual = cluster.describe()
+    return diff(desired.quotas, actual, desired.ownership,
+                cluster=ClusterRef(ident.cluster_id, ident.address), fingerprint=fingerprint(actual))
+
+
+def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,
+         out: Path | None, detailed_exitcode: bool, streams: Streams) -> int:
+    desired = load_checked(paths, config, streams)
+    with open_cluster(target) as cluster:
+        result = compute_plan(desired, cluster, config)
+    if out is not None:
+        write_atomically(out, dumps_plan(result))
+    streams.print(RENDERERS[fmt](result), end="")
+    if out is not None and fmt is not Format.JSON:
+        streams.print(f"\nSaved the plan to {out}. Apply exactly these changes with: "
+                      f"kqplan apply --plan {out}")
+    return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK

@@ -1,0 +1,411 @@
+"""Validated manifests → desired state, ownership and cluster guard, applying Kafka's rules.
+
+Every check that Kafka's controller makes on an alter is made here first, with the same
+rule (``kqplan.quotas``), so ``kqplan validate`` passing means the broker will accept it.
+Offline checks are stricter in three places: NaN and infinity are refused (Kafka stores
+them, but they are never what a manifest means), an ip that looks numeric must be a real
+address, and an entity with no quotas is refused (list it nowhere, or prune it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from kqplan.config import ProjectConfig
+from kqplan.diagnostics import Diagnostic, Severity, did_you_mean, sort_key
+from kqplan.entity import (
+    BUILTIN_TYPES,
+    CLIENT_ID,
+    IP,
+    USER,
+    Entity,
+    EntityKind,
+    Name,
+    unescape_name,
+)
+from kqplan.manifest.loader import (
+    LoadedManifest,
+    Loc,
+    Pending,
+    SourceFile,
+    iter_entities,
+    load,
+    resolve,
+)
+from kqplan.ownership import Ownership, ScopePattern
+from kqplan.quotas import (
+    QUOTA_KEYS,
+    entity_error,
+    is_ip_literal,
+    key_error,
+    keys_for,
+    value_error,
+)
+from kqplan.units import UnitError, parse_bytes
+
+_ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "quotas")
+_EXACT_DOUBLE_LIMIT = 2**53
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an entity was declared, for diagnostics and plan annotations."""
+
+    source: SourceFile
+    loc: Loc
+
+
+@dataclass(slots=True)
+class DesiredState:
+    """What the manifests ask for, plus where each entity came from."""
+
+    quotas: dict[Entity, dict[str, float]] = field(default_factory=dict)
+    origins: dict[Entity, Origin] = field(default_factory=dict)
+    ownership: Ownership = field(default_factory=Ownership)
+    cluster_guard: str | None = None
+    files: int = 0
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+@dataclass(frozen=True, slots=True)
+class _Profile:
+    quotas: dict[str, float]
+    source: SourceFile
+    loc: Loc
+
+
+class _Compiler:
+    def __init__(self, config: ProjectConfig) -> None:
+        self.config = config
+        self.state = DesiredState()
+        self.profiles: dict[str, _Profile] = {}
+        self.scopes: list[tuple[bool, list[ScopePattern]]] = []
+        self.guard: tuple[str, SourceFile, Loc] | None = None
+        self.pending: list[tuple[SourceFile, Pending]] = []
+
+    def report(self, source: SourceFile, pending: Pending) -> None:
+        self.pending.append((source, pending))
+
+    # -- values ---------------------------------------------------------------------------
+    def parse_value(self, source: SourceFile, loc: Loc, key: str, raw: Any) -> float | None:
+        """A quota value as Kafka's double, or None after reporting why it is not one."""
+        spec = QUOTA_KEYS.get(key)
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            self.report(source, Pending("KQP021", f"{key}: value must be a number", loc))
+            return None
+        if isinstance(raw, str):
+            if spec is None or not spec.bytes_per_second:
+                self.report(source, Pending(
+                    "KQP116", f"{key} takes a plain number, not '{raw}'", loc,
+                    hint="units are accepted only for producer_byte_rate and consumer_byte_rate"))
+                return None
+            try:
+                exact = parse_bytes(raw)
+            except UnitError as exc:
+                self.report(source, Pending("KQP116", str(exc), loc, hint=exc.hint))
+                return None
+            if exact != exact.to_integral_value():
+                self.report(source, Pending(
+                    "KQP113", f"{key} = {raw} is {exact.normalize():f} bytes, not a whole number",
+                    loc, hint="byte rates are whole bytes per second; adjust the number or unit"))
+                return None
+            return self.exact_float(source, loc, key, int(exact))
+        if isinstance(raw, int):
+            return self.exact_float(source, loc, key, raw)
+        if math.isnan(raw) or math.isinf(raw):
+            self.report(source, Pending(
+                "KQP115", f"{key} = {raw}: NaN and infinity are not quotas", loc,
+                hint="for no limit, remove the key"))
+            return None
+        return raw
+
+    def exact_float(self, source: SourceFile, loc: Loc, key: str, value: int) -> float:
+        as_float = float(value) if abs(value) < 2**1024 else math.inf
+        if abs(value) > _EXACT_DOUBLE_LIMIT and Decimal(as_float) != value:
+            self.report(source, Pending(
+                "KQP160", f"{key} = {value} cannot be stored exactly (Kafka keeps quotas as "
+                f"doubles); it becomes {Decimal(as_float):f}", loc, severity=Severity.WARNING,
+                hint="use a value below 2^53 or a multiple of a power of two"))
+        return as_float
+
+    def check_value(self, source: SourceFile, loc: Loc, key: str, value: float) -> bool:
+        problem = value_error(key, value)
+        if problem is None:
+            return True
+        code = {"must be greater": "KQP112", "too large": "KQP114"}
+        hint = None
+        if "fractional" in problem:
+            kind = "bytes per second" if QUOTA_KEYS[key].bytes_per_second else "a whole number"
+            self.report(source, Pending("KQP113", f"{key} must be {kind}: {value!r} is fractional "
+                                        f"(Kafka: \"{problem}\")", loc,
+                                        hint="round it to a whole number"))
+            return False
+        if "greater than 0" in problem:
+            hint = "quotas are positive; for no limit, remove the key"
+        elif "too large" in problem:
+            hint = "for no limit, remove the key"
+        the_code = next((c for k, c in code.items() if k in problem), "KQP112")
+        self.report(source, Pending(the_code, f"{key}: {problem}", loc, hint=hint))
+        return False
+
+    def known_key(self, key: str) -> bool:
+        return key in QUOTA_KEYS or key in self.config.custom_keys
+
+    def unknown_key(self, source: SourceFile, loc: Loc, key: str, choices: Sequence[str]) -> None:
+        guess = did_you_mean(key, choices)
+        hint = f"did you mean '{guess}'?" if guess else f"valid keys: {', '.join(choices)}"
+        if not guess:
+            hint += " (declare custom keys under [custom] keys in kqplan.toml)"
+        self.report(source, Pending("KQP110", f"unknown quota key '{key}'", loc, at_key=True,
+                                    hint=hint))
+
+    # -- profiles, ownership, guard -------------------------------------------------------
+    def add_profiles(self, loaded: LoadedManifest) -> None:
+        source = loaded.source
+        for name, values in loaded.manifest.profiles.items():
+            loc: Loc = ("profiles", name)
+            if name in self.profiles:
+                first = self.profiles[name]
+                self.report(source, Pending(
+                    "KQP121", f"profile '{name}' is defined twice", loc, at_key=True,
+                    related=((first.source, first.loc, "first defined"),),
+                    hint="profiles share one namespace across all files; rename one"))
+                continue
+            quotas: dict[str, float] = {}
+            for key, raw in values.items():
+                kloc = (*loc, key)
+                if not self.known_key(key):
+                    self.unknown_key(source, kloc, key, list(QUOTA_KEYS))
+                    continue
+                value = self.parse_value(source, kloc, key, raw)
+                if value is not None and (key not in QUOTA_KEYS
+                                          or self.check_value(source, kloc, key, value)):
+                    quotas[key] = value
+            self.profiles[name] = _Profile(quotas, source, loc)
+
+    def add_ownership(self, loaded: LoadedManifest) -> None:
+        ownership = loaded.manifest.ownership
+        if ownership is None:
+            return
+        types = (*BUILTIN_TYPES, *sorted(self.config.custom_entity_types))
+        patterns = []
+        for i, mapping in enumerate(ownership.scope):
+            loc: Loc = ("ownership", "scope", i)
+            ok = bool(mapping)
+            if not mapping:
+                self.report(loaded.source, Pending("KQP130", "empty scope pattern", loc,
+                                                   hint="e.g. {user: \"payments-*\"}"))
+            for entity_type, glob in mapping.items():
+                if entity_type not in types:
+                    guess = did_you_mean(entity_type, types)
+                    self.report(loaded.source, Pending(
+                        "KQP104", f"unknown entity type '{entity_type}' in scope", (*loc, entity_type),
+                        at_key=True, hint=f"did you mean '{guess}'?" if guess else
+                        f"entity types: {', '.join(types)}"))
+                    ok = False
+                elif glob == "":
+                    self.report(loaded.source, Pending(
+                        "KQP130", "empty name pattern", (*loc, entity_type),
+                        hint="use '*' for every name, or <default> for the default entity"))
+                    ok = False
+            if ok:
+                patterns.append(ScopePattern.of(mapping))
+        self.scopes.append((ownership.prune, patterns))
+
+    def add_guard(self, loaded: LoadedManifest) -> None:
+        guard = loaded.manifest.cluster
+        if guard is None:
+            return
+        if self.guard is None:
+            self.guard = (guard, loaded.source, ("cluster",))
+        elif self.guard[0] != guard:
+            self.report(loaded.source, Pending(
+                "KQP140", f"cluster guard '{guard}' conflicts with '{self.guard[0]}'", ("cluster",),
+                related=((self.guard[1], self.guard[2], "other guard"),),
+                hint="plan each cluster's manifests separately"))
+
+    # -- entities -------------------------------------------------------------------------
+    def add_entities(self, loaded: LoadedManifest) -> None:
+        source = loaded.source
+        custom_types = self.config.custom_entity_types
+        for i, entry, raw in iter_entities(loaded):
+            loc: Loc = ("entities", i)
+            parts: list[tuple[str, Name]] = []
+            ok = True
+            for entity_type in (USER, CLIENT_ID, IP):
+                if entity_type not in raw:
+                    continue
+                text = raw[entity_type]
+                if text is None:
+                    self.report(source, Pending(
+                        "KQP101", f"{entity_type} has no name", (*loc, entity_type),
+                        hint=f"write `{entity_type}: <default>` for the default {entity_type}"))
+                    ok = False
+                    continue
+                parts.append((entity_type, unescape_name(text)))
+            for extra, value in (entry.model_extra or {}).items():
+                if extra in custom_types and isinstance(value, str):
+                    parts.append((extra, unescape_name(value)))
+                    continue
+                if extra in custom_types:
+                    self.report(source, Pending("KQP021", f"{extra} name must be a string",
+                                                (*loc, extra)))
+                else:
+                    choices = (*_ENTRY_FIELDS, *sorted(custom_types))
+                    guess = did_you_mean(extra, choices)
+                    self.report(source, Pending(
+                        "KQP020", f"unknown field '{extra}' in entity", (*loc, extra), at_key=True,
+                        hint=f"did you mean '{guess}'?" if guess else
+                        f"entity fields: {', '.join(choices)} (declare custom entity types "
+                        "under [custom] entity-types in kqplan.toml)"))
+                ok = False
+            if not ok:
+                continue
+            if not parts:
+                self.report(source, Pending(
+                    "KQP100", "entity names no entity type", loc,
+                    hint="add `user:`, `client-id:` or `ip:` (e.g. `user: alice`)"))
+                continue
+            entity = Entity.of(parts)
+            if not self.check_entity(source, loc, entity):
+                continue
+            quotas = self.entity_quotas(source, loc, entity, entry.profile, raw)
+            if quotas is None:
+                continue
+            first = self.state.origins.get(entity)
+            if first is not None:
+                self.report(source, Pending(
+                    "KQP102", f"entity {entity.display} is listed twice", loc,
+                    related=((first.source, first.loc, "first listed"),),
+                    hint="merge the two entries into one"))
+                continue
+            self.state.origins[entity] = Origin(source, loc)
+            self.state.quotas[entity] = quotas
+
+    def check_entity(self, source: SourceFile, loc: Loc, entity: Entity) -> bool:
+        if entity.kind is EntityKind.CUSTOM:
+            for entity_type, name in entity.parts:
+                if name == "":
+                    self.report(source, Pending("KQP101", f"empty {entity_type} name",
+                                                (*loc, entity_type)))
+                    return False
+            return True
+        problem = entity_error(entity.parts)
+        if problem is not None:
+            if "combination" in problem:
+                self.report(source, Pending(
+                    "KQP103", "ip cannot be combined with user or client-id", loc,
+                    hint="ip quotas (connection_creation_rate) stand alone; split this entry"))
+            else:
+                bad = next((t for t, n in entity.parts if n == ""), None)
+                self.report(source, Pending(
+                    "KQP101", f"empty {bad} name (Kafka: \"{problem}\")",
+                    (*loc, bad) if bad else loc,
+                    hint=f"write `{bad}: <default>` for the default {bad}" if bad else None))
+            return False
+        if IP in entity:
+            name = entity.name(IP)
+            if name is not None and not is_ip_literal(name) and (
+                    all(c.isdigit() or c == "." for c in name) or any(c.isspace() for c in name)):
+                self.report(source, Pending(
+                    "KQP105", f"'{name}' is not a valid IP address", (*loc, IP),
+                    hint="write an IPv4/IPv6 address or a resolvable host name"))
+                return False
+        return True
+
+    def entity_quotas(self, source: SourceFile, loc: Loc, entity: Entity, profile: str | None,
+                      raw: dict[str, Any]) -> dict[str, float] | None:
+        kind = entity.kind
+        custom = kind is EntityKind.CUSTOM
+        valid_keys = keys_for(kind)
+        quotas: dict[str, float] = {}
+        ok = True
+        if profile is not None:
+            found = self.profiles.get(profile)
+            if found is None:
+                guess = did_you_mean(profile, self.profiles)
+                self.report(source, Pending(
+                    "KQP120", f"unknown profile '{profile}'", (*loc, "profile"),
+                    hint=f"did you mean '{guess}'?" if guess else (
+                        f"defined profiles: {', '.join(sorted(self.profiles))}" if self.profiles
+                        else "define it under `profiles:`")))
+                return None
+            for key, inherited in found.quotas.items():
+                if not custom and key in QUOTA_KEYS and key_error(key, kind):
+                    self.report(source, Pending(
+                        "KQP111", f"profile '{profile}' sets {key}, which {_kind_name(entity)} "
+                        f"entities do not take", (*loc, "profile"),
+                        hint=f"{_kind_name(entity)} entities take {', '.join(valid_keys)}"))
+                    ok = False
+                quotas[key] = inherited
+        for key, value_raw in (raw.get("quotas") or {}).items():
+            kloc: Loc = (*loc, "quotas", key)
+            if not isinstance(key, str):
+                self.report(source, Pending("KQP021", "quota keys must be strings", kloc))
+                ok = False
+                continue
+            if key not in QUOTA_KEYS and not custom and key not in self.config.custom_keys:
+                self.unknown_key(source, kloc, key, valid_keys or list(QUOTA_KEYS))
+                ok = False
+                continue
+            if key in QUOTA_KEYS and not custom and key_error(key, kind):
+                self.report(source, Pending(
+                    "KQP111", f"{key} does not apply to {_kind_name(entity)} entities", kloc,
+                    at_key=True,
+                    hint=f"{_kind_name(entity)} entities take {', '.join(valid_keys)}"))
+                ok = False
+                continue
+            value = self.parse_value(source, kloc, key, value_raw)
+            if value is None or (key in QUOTA_KEYS and not self.check_value(source, kloc, key, value)):
+                ok = False
+                continue
+            quotas[key] = value
+        if ok and not quotas:
+            self.report(source, Pending(
+                "KQP118", f"entity {entity.display} sets no quotas", loc,
+                hint="add a `quotas:` map or a `profile:`; to delete an entity from the cluster, "
+                "remove it from the manifests and use ownership.prune"))
+            return None
+        return quotas if ok else None
+
+    def finish(self) -> DesiredState:
+        self.state.ownership = Ownership.of(self.scopes)
+        self.state.cluster_guard = self.guard[0] if self.guard else None
+        self.state.diagnostics.extend(resolve(source, p) for source, p in self.pending)
+        self.state.diagnostics.sort(key=sort_key)
+        return self.state
+
+
+def _kind_name(entity: Entity) -> str:
+    return "ip" if entity.kind is EntityKind.IP else "user/client-id"
+
+
+def compile_manifests(loaded: Sequence[LoadedManifest], config: ProjectConfig) -> DesiredState:
+    """Profiles first (any file may use any file's profile), then ownership and entities."""
+    compiler = _Compiler(config)
+    for item in loaded:
+        compiler.add_profiles(item)
+    for item in loaded:
+        compiler.add_guard(item)
+        compiler.add_ownership(item)
+        compiler.add_entities(item)
+    compiler.state.files = len(loaded)
+    return compiler.finish()
+
+
+def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
+    """Load, shape-check and compile manifests; ``.diagnostics`` holds every problem found."""
+    result = load(paths, config)
+    state = compile_manifests(result.manifests, config)
+    state.files += len(result.diagnostics and {d.span.path for d in result.diagnostics})
+    state.diagnostics = sorted([*result.diagnostics, *state.diagnostics], key=sort_key)
+    return state

@@ -1,0 +1,115 @@
+"""The manifest as pydantic models: the shape of untrusted input and the source of the JSON Schema.
+
+Shape only. Kafka's rules (keys per entity kind, value ranges, units, ip combinations) are
+applied afterwards by :mod:`kqplan.manifest.compile`, because they depend on project config
+(custom entity types and keys) and their messages need kqplan's own words and hints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+from kqplan.quotas import QUOTA_KEYS, ValueType
+from kqplan.units import UNITS
+
+API_VERSION = "kqplan/v1"
+KIND = "ClientQuotas"
+
+_UNIT_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(" + "|".join(UNITS) + r")\s*$"
+
+QuotaValue = StrictInt | StrictFloat | StrictStr
+"""A number, or for byte rates a number with a unit (``10MiB``)."""
+
+
+def _quota_map_schema(schema: dict[str, Any]) -> None:
+    """Describe the known keys for editors; other keys are allowed (custom keys in kqplan.toml)."""
+    props: dict[str, Any] = {}
+    for key in QUOTA_KEYS.values():
+        number: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0}
+        if key.type is not ValueType.DOUBLE:
+            number["multipleOf"] = 1
+        if key.bytes_per_second:
+            props[key.name] = {
+                "description": f"{key.summary} ({key.type.value}); a number or e.g. 10MiB",
+                "anyOf": [number, {"type": "string", "pattern": _UNIT_PATTERN}],
+            }
+        else:
+            props[key.name] = {"description": f"{key.summary} ({key.type.value})", **number}
+    schema["properties"] = props
+
+
+QUOTAS_FIELD: Any = Field(
+    default_factory=dict,
+    description="Quota key → value. Keys this entity does not list are removed on apply.",
+    json_schema_extra=_quota_map_schema,
+)
+
+
+class EntityEntry(BaseModel):
+    """One quota entity: its entity types inline (``user``, ``client-id``, ``ip``) and quotas."""
+
+    model_config = ConfigDict(
+        extra="allow",  # custom entity types declared in kqplan.toml; checked in compile
+        populate_by_name=True,
+        json_schema_extra={"additionalProperties": {"type": "string"}},
+    )
+    user: StrictStr | None = Field(
+        default=None,
+        description="User principal name (no 'User:' prefix). <default> is the default user; "
+        "write \\<default> for a principal literally named <default>.",
+    )
+    client_id: StrictStr | None = Field(
+        default=None, alias="client-id", description="Client id; <default> is the default client."
+    )
+    ip: StrictStr | None = Field(
+        default=None, description="IP address or resolvable host; <default> is the default ip."
+    )
+    profile: StrictStr | None = Field(
+        default=None, description="Name of a profile whose quotas this entity starts from."
+    )
+    quotas: dict[str, QuotaValue] = QUOTAS_FIELD
+
+
+class Ownership(BaseModel):
+    """Which entities kqplan manages beyond the listed ones."""
+
+    model_config = ConfigDict(extra="forbid")
+    prune: StrictBool = Field(
+        default=False, description="Delete entities inside the scope that no manifest lists."
+    )
+    scope: list[dict[str, StrictStr]] = Field(
+        min_length=1,
+        description="Entity patterns: entity type → glob on the name (fnmatch); <default> "
+        "matches the default entity. An entity matches when it has every listed type "
+        "with a matching name (other types are ignored, as in a non-strict Kafka filter).",
+    )
+
+
+class Manifest(BaseModel):
+    """A kqplan manifest file (``apiVersion: kqplan/v1``, ``kind: ClientQuotas``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        title="kqplan ClientQuotas manifest",
+        json_schema_extra={"$id": "https://kqplan.dev/schemas/manifest-v1.json"},
+    )
+    apiVersion: Literal["kqplan/v1"]
+    kind: Literal["ClientQuotas"]
+    cluster: StrictStr | None = Field(
+        default=None,
+        description="Guard: plan/apply refuse any other cluster (an id, or a name from kqplan.toml).",
+    )
+    ownership: Ownership | None = None
+    profiles: dict[str, dict[str, QuotaValue]] = Field(
+        default_factory=dict, description="Reusable quota sets; an entity's own quotas win."
+    )
+    entities: list[EntityEntry] = Field(default_factory=list)
+
+
+def json_schema() -> dict[str, Any]:
+    """The manifest JSON Schema as checked in under ``schemas/``."""
+    schema = Manifest.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema

@@ -1,0 +1,119 @@
+"""Views of a plan: text (terraform's markers), Markdown for PR comments, and JSON.
+
+Renderers only read the plan. The markers and the summary line are built here once, from
+``Action.marker`` and ``Plan.summary``, so the three formats cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+from kqplan.plan import Action, Change, Plan, Summary, dumps_plan
+from kqplan.quotas import QUOTA_KEYS
+from kqplan.units import format_bytes, format_number
+
+NO_CHANGES = "No changes. The cluster matches the manifests."
+
+
+class Format(StrEnum):
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+def summary_line(s: Summary) -> str:
+    return f"Plan: {s.add} to add, {s.change} to change, {s.delete} to delete."
+
+
+def show_value(key: str, value: float | None) -> str:
+    """``1048576 (1 MiB)`` for byte rates, the plain number otherwise."""
+    if value is None:
+        return "(none)"
+    text = format_number(value)
+    spec = QUOTA_KEYS.get(key)
+    human = format_bytes(value) if spec is not None and spec.bytes_per_second else None
+    return f"{text} ({human})" if human else text
+
+
+def _rows(change: Change) -> list[tuple[str, str, float | None, float | None]]:
+    """(marker, key, before, after) for every key that differs, in key order."""
+    before = change.before or {}
+    rows: list[tuple[str, str, float | None, float | None]] = []
+    for op in change.ops:
+        if op.value is None:
+            rows.append(("-", op.key, before.get(op.key), None))
+        elif op.key in before:
+            rows.append(("~", op.key, before[op.key], op.value))
+        else:
+            rows.append(("+", op.key, None, op.value))
+    return rows
+
+
+def _target(plan: Plan) -> str:
+    cid = plan.cluster.id or "unknown id"
+    return f"cluster {cid} ({plan.cluster.address})"
+
+
+def render_text(plan: Plan) -> str:
+    lines: list[str] = []
+    if not plan.has_changes:
+        lines.append(f"{NO_CHANGES} ({plan.unchanged} entities checked on {_target(plan)})")
+        lines.extend(plan.notes)
+        return "\n".join(lines) + "\n"
+    lines.append(f"kqplan will perform the following actions on {_target(plan)}:")
+    lines.append("")
+    for change in plan.changes:
+        lines.append(f"  {change.action.marker} {change.entity.display}")
+        for marker, key, old, new in _rows(change):
+            if marker == "~":
+                lines.append(f"      ~ {key} = {show_value(key, old)} -> {show_value(key, new)}")
+            elif marker == "+":
+                lines.append(f"      + {key} = {show_value(key, new)}")
+            else:
+                lines.append(f"      - {key} = {show_value(key, old)}")
+        lines.append("")
+    lines.extend(plan.notes)
+    lines.append(summary_line(plan.summary))
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    """Escape what would break a Markdown table cell or inline code."""
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def render_markdown(plan: Plan) -> str:
+    s = plan.summary
+    if not plan.has_changes:
+        return f"### kqplan: no changes\n\n{NO_CHANGES} {plan.unchanged} entities checked on " \
+               f"{_md(_target(plan))}.\n"
+    out = [f"### kqplan: {s.add} to add, {s.change} to change, {s.delete} to delete",
+           "", f"On {_md(_target(plan))}; {s.unchanged} entities unchanged.", ""]
+    out.extend(f"> {_md(n)}" for n in plan.notes)
+    out += ["<details><summary>Show the changes</summary>", ""]
+    for change in plan.changes:
+        out.append(f"#### `{change.action.marker}` `{_md(change.entity.display)}` "
+                   f"({change.action.value})")
+        out += ["", "| | key | before | after |", "|---|---|---|---|"]
+        for marker, key, old, new in _rows(change):
+            before = show_value(key, old) if old is not None else ""
+            after = show_value(key, new) if new is not None else ""
+            out.append(f"| `{marker}` | `{key}` | {before} | {after} |")
+        out.append("")
+    out += ["</details>", "", summary_line(s)]
+    return "\n".join(out) + "\n"
+
+
+def render_json(plan: Plan) -> str:
+    return dumps_plan(plan)
+
+
+RENDERERS: dict[Format, Callable[[Plan], str]] = {
+    Format.TEXT: render_text,
+    Format.MARKDOWN: render_markdown,
+    Format.JSON: render_json,
+}
+
+__all__ = ["NO_CHANGES", "RENDERERS", "Action", "Format", "render_json", "render_markdown",
+           "render_text", "show_value", "summary_line"]
