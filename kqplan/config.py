@@ -30,18 +30,18 @@ CONFIG_NAME = "kqplan.toml"
 
 
 class _Custom(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
     entity_types: list[str] = Field(default_factory=list, alias="entity-types")
     keys: list[str] = Field(default_factory=list)
 
 
 class _Limits(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
     max_file_mib: int = Field(default=128, alias="max-file-mib", gt=0)
 
 
 class _ConfigFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     custom: _Custom = Field(default_factory=_Custom)
     clusters: dict[str, str] = Field(default_factory=dict)
     limits: _Limits = Field(default_factory=_Limits)

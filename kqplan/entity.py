@@ -8,6 +8,7 @@ display form and the manifest spelling never confuse a real name with the defaul
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -54,6 +55,15 @@ class EntityKind(StrEnum):
     INVALID = "invalid"  # empty, or ip combined with user/client-id
 
 
+_KINDS: dict[tuple[str, ...], EntityKind] = {
+    (): EntityKind.INVALID,
+    (USER,): EntityKind.CLIENT,
+    (CLIENT_ID,): EntityKind.CLIENT,
+    (USER, CLIENT_ID): EntityKind.CLIENT,
+    (IP,): EntityKind.IP,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Entity:
     """A quota entity. Build it with :meth:`of`; equality does not depend on order."""
@@ -62,9 +72,13 @@ class Entity:
     """(type, name) pairs in display order; each type at most once."""
 
     def __post_init__(self) -> None:
-        # Equality and hashing compare ``parts``, so it must be canonical however built.
-        canonical = tuple(sorted(dict(self.parts).items(), key=lambda p: _type_rank(p[0])))
-        if canonical != self.parts:
+        # Equality and hashing compare ``parts``, so it must be canonical however built;
+        # the check is cheap because almost every entity is built in order already.
+        parts = self.parts
+        if len(parts) > 1 and not all(
+            _type_rank(a[0]) < _type_rank(b[0]) for a, b in itertools.pairwise(parts)
+        ):
+            canonical = tuple(sorted(dict(parts).items(), key=lambda p: _type_rank(p[0])))
             object.__setattr__(self, "parts", canonical)
 
     @classmethod
@@ -117,15 +131,12 @@ class Entity:
 
     @property
     def kind(self) -> EntityKind:
-        types = set(self.types)
-        if not types:
+        types = tuple(t for t, _ in self.parts)
+        kind = _KINDS.get(types)
+        if kind is not None:
+            return kind
+        if IP in types and (USER in types or CLIENT_ID in types):
             return EntityKind.INVALID
-        if IP in types:
-            return EntityKind.INVALID if types & {USER, CLIENT_ID} else (
-                EntityKind.IP if types == {IP} else EntityKind.CUSTOM
-            )
-        if types <= {USER, CLIENT_ID}:
-            return EntityKind.CLIENT
         return EntityKind.CUSTOM
 
     @property

@@ -191,14 +191,14 @@ def dumps_plan(plan: Plan) -> str:
 
 
 class _OpFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     key: str
     value: float | None
     remove: bool
 
 
 class _ChangeFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     entity: dict[str, Name]
     display: str
     action: Action
@@ -208,7 +208,7 @@ class _ChangeFile(BaseModel):
 
 
 class _ClusterFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     id: str | None
     bootstrap: str
 
@@ -216,7 +216,7 @@ class _ClusterFile(BaseModel):
 class PlanFile(BaseModel):
     """A saved plan, validated on read."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     format_version: Literal[1]
     cluster: _ClusterFile
     state_fingerprint: str

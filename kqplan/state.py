@@ -28,7 +28,7 @@ SNAPSHOT_FORMAT_VERSION = 1
 
 
 class SnapshotEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     entity: dict[str, Name]
     quotas: dict[str, float]
 
@@ -36,7 +36,7 @@ class SnapshotEntry(BaseModel):
 class SnapshotFile(BaseModel):
     """On-disk form of a snapshot; validated on read, written by :func:`write_snapshot`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     format_version: Literal[1]
     cluster_id: str | None = None
     entities: list[SnapshotEntry]

@@ -70,6 +70,6 @@ def format_bytes(value: float) -> str | None:
         if value >= size:
             scaled = value / size
             text = f"{scaled:.2f}".rstrip("0").rstrip(".")
-            exact = value % size == 0 or f"{scaled:.2f}" == f"{scaled}"
+            exact = float(f"{scaled:.2f}") == scaled
             return f"{text} {unit}" if exact else f"≈{text} {unit}"
     return None  # pragma: no cover - unreachable for value >= 1024

@@ -33,11 +33,11 @@ from kqplan.manifest.loader import (
     Loc,
     Pending,
     SourceFile,
-    iter_entities,
     load,
     resolve,
 )
 from kqplan.ownership import Ownership, ScopePattern
+from kqplan.perf import paused_gc
 from kqplan.quotas import (
     QUOTA_KEYS,
     entity_error,
@@ -49,6 +49,7 @@ from kqplan.quotas import (
 from kqplan.units import UnitError, parse_bytes
 
 _ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "quotas")
+_ENTRY_FIELD_SET = frozenset(_ENTRY_FIELDS)
 _EXACT_DOUBLE_LIMIT = 2**53
 
 
@@ -91,6 +92,7 @@ class _Compiler:
         self.scopes: list[tuple[bool, list[ScopePattern]]] = []
         self.guard: tuple[str, SourceFile, Loc] | None = None
         self.pending: list[tuple[SourceFile, Pending]] = []
+        self.values: dict[tuple[str, type, Any], float] = {}
 
     def report(self, source: SourceFile, pending: Pending) -> None:
         self.pending.append((source, pending))
@@ -236,12 +238,12 @@ class _Compiler:
     # -- entities -------------------------------------------------------------------------
     def add_entities(self, loaded: LoadedManifest) -> None:
         source = loaded.source
-        custom_types = self.config.custom_entity_types
-        for i, entry, raw in iter_entities(loaded):
+        origins, desired = self.state.origins, self.state.quotas
+        for i, raw in enumerate(loaded.raw.get("entities") or ()):
             loc: Loc = ("entities", i)
             parts: list[tuple[str, Name]] = []
             ok = True
-            for entity_type in (USER, CLIENT_ID, IP):
+            for entity_type in (USER, CLIENT_ID, IP):  # display order: Entity needs no sort
                 if entity_type not in raw:
                     continue
                 text = raw[entity_type]
@@ -252,22 +254,8 @@ class _Compiler:
                     ok = False
                     continue
                 parts.append((entity_type, unescape_name(text)))
-            for extra, value in (entry.model_extra or {}).items():
-                if extra in custom_types and isinstance(value, str):
-                    parts.append((extra, unescape_name(value)))
-                    continue
-                if extra in custom_types:
-                    self.report(source, Pending("KQP021", f"{extra} name must be a string",
-                                                (*loc, extra)))
-                else:
-                    choices = (*_ENTRY_FIELDS, *sorted(custom_types))
-                    guess = did_you_mean(extra, choices)
-                    self.report(source, Pending(
-                        "KQP020", f"unknown field '{extra}' in entity", (*loc, extra), at_key=True,
-                        hint=f"did you mean '{guess}'?" if guess else
-                        f"entity fields: {', '.join(choices)} (declare custom entity types "
-                        "under [custom] entity-types in kqplan.toml)"))
-                ok = False
+            for extra in sorted(raw.keys() - _ENTRY_FIELD_SET):
+                ok = self.add_custom_part(source, loc, extra, raw[extra], parts) and ok
             if not ok:
                 continue
             if not parts:
@@ -275,21 +263,42 @@ class _Compiler:
                     "KQP100", "entity names no entity type", loc,
                     hint="add `user:`, `client-id:` or `ip:` (e.g. `user: alice`)"))
                 continue
-            entity = Entity.of(parts)
-            if not self.check_entity(source, loc, entity):
+            entity = Entity(tuple(parts))
+            kind = entity.kind
+            if (kind is not EntityKind.CLIENT or any(n == "" for _, n in parts)) and \
+                    not self.check_entity(source, loc, entity):
                 continue
-            quotas = self.entity_quotas(source, loc, entity, entry.profile, raw)
+            quotas = self.entity_quotas(source, loc, entity, kind, raw)
             if quotas is None:
                 continue
-            first = self.state.origins.get(entity)
+            first = origins.get(entity)
             if first is not None:
                 self.report(source, Pending(
                     "KQP102", f"entity {entity.display} is listed twice", loc,
                     related=((first.source, first.loc, "first listed"),),
                     hint="merge the two entries into one"))
                 continue
-            self.state.origins[entity] = Origin(source, loc)
-            self.state.quotas[entity] = quotas
+            origins[entity] = Origin(source, loc)
+            desired[entity] = quotas
+
+    def add_custom_part(self, source: SourceFile, loc: Loc, extra: str, value: Any,
+                        parts: list[tuple[str, Name]]) -> bool:
+        """An entity field that is not a built-in one: a declared custom type, or a mistake."""
+        custom_types = self.config.custom_entity_types
+        if extra in custom_types and isinstance(value, str):
+            parts.append((extra, unescape_name(value)))
+            return True
+        if extra in custom_types:
+            self.report(source, Pending("KQP021", f"{extra} name must be a string", (*loc, extra)))
+            return False
+        choices = (*_ENTRY_FIELDS, *sorted(custom_types))
+        guess = did_you_mean(extra, choices)
+        self.report(source, Pending(
+            "KQP020", f"unknown field '{extra}' in entity", (*loc, extra), at_key=True,
+            hint=f"did you mean '{guess}'?" if guess else
+            f"entity fields: {', '.join(choices)} (declare custom entity types "
+            "under [custom] entity-types in kqplan.toml)"))
+        return False
 
     def check_entity(self, source: SourceFile, loc: Loc, entity: Entity) -> bool:
         if entity.kind is EntityKind.CUSTOM:
@@ -322,50 +331,38 @@ class _Compiler:
                 return False
         return True
 
-    def entity_quotas(self, source: SourceFile, loc: Loc, entity: Entity, profile: str | None,
+    def value(self, source: SourceFile, loc: Loc, key: str, raw: Any) -> float | None:
+        """A valid value for a known key, memoized: big manifests repeat a few values."""
+        cache_key = (key, raw.__class__, raw)  # the class keeps 1, 1.0 and True apart
+        cached = self.values.get(cache_key)
+        if cached is not None:
+            return cached
+        value = self.parse_value(source, loc, key, raw)
+        if value is None or (key in QUOTA_KEYS and not self.check_value(source, loc, key, value)):
+            return None
+        if abs(value) <= _EXACT_DOUBLE_LIMIT:  # larger ones carry a per-use warning
+            self.values[cache_key] = value
+        return value
+
+    def entity_quotas(self, source: SourceFile, loc: Loc, entity: Entity, kind: EntityKind,
                       raw: dict[str, Any]) -> dict[str, float] | None:
-        kind = entity.kind
         custom = kind is EntityKind.CUSTOM
         valid_keys = keys_for(kind)
         quotas: dict[str, float] = {}
         ok = True
+        profile = raw.get("profile")
         if profile is not None:
-            found = self.profiles.get(profile)
-            if found is None:
-                guess = did_you_mean(profile, self.profiles)
-                self.report(source, Pending(
-                    "KQP120", f"unknown profile '{profile}'", (*loc, "profile"),
-                    hint=f"did you mean '{guess}'?" if guess else (
-                        f"defined profiles: {', '.join(sorted(self.profiles))}" if self.profiles
-                        else "define it under `profiles:`")))
+            inherited = self.apply_profile(source, loc, entity, profile, quotas)
+            if inherited is None:
                 return None
-            for key, inherited in found.quotas.items():
-                if not custom and key in QUOTA_KEYS and key_error(key, kind):
-                    self.report(source, Pending(
-                        "KQP111", f"profile '{profile}' sets {key}, which {_kind_name(entity)} "
-                        f"entities do not take", (*loc, "profile"),
-                        hint=f"{_kind_name(entity)} entities take {', '.join(valid_keys)}"))
-                    ok = False
-                quotas[key] = inherited
+            ok = inherited
         for key, value_raw in (raw.get("quotas") or {}).items():
             kloc: Loc = (*loc, "quotas", key)
-            if not isinstance(key, str):
-                self.report(source, Pending("KQP021", "quota keys must be strings", kloc))
+            if key not in valid_keys and not self.key_allowed(source, kloc, entity, key, custom):
                 ok = False
                 continue
-            if key not in QUOTA_KEYS and not custom and key not in self.config.custom_keys:
-                self.unknown_key(source, kloc, key, valid_keys or list(QUOTA_KEYS))
-                ok = False
-                continue
-            if key in QUOTA_KEYS and not custom and key_error(key, kind):
-                self.report(source, Pending(
-                    "KQP111", f"{key} does not apply to {_kind_name(entity)} entities", kloc,
-                    at_key=True,
-                    hint=f"{_kind_name(entity)} entities take {', '.join(valid_keys)}"))
-                ok = False
-                continue
-            value = self.parse_value(source, kloc, key, value_raw)
-            if value is None or (key in QUOTA_KEYS and not self.check_value(source, kloc, key, value)):
+            value = self.value(source, kloc, key, value_raw)
+            if value is None:
                 ok = False
                 continue
             quotas[key] = value
@@ -376,6 +373,44 @@ class _Compiler:
                 "remove it from the manifests and use ownership.prune"))
             return None
         return quotas if ok else None
+
+    def key_allowed(self, source: SourceFile, loc: Loc, entity: Entity, key: str,
+                    custom: bool) -> bool:
+        """A key outside the entity kind's built-in set: custom (allowed) or an error."""
+        if custom or key in self.config.custom_keys:
+            return True
+        valid_keys = keys_for(entity.kind)
+        if key in QUOTA_KEYS:
+            self.report(source, Pending(
+                "KQP111", f"{key} does not apply to {_kind_name(entity)} entities", loc,
+                at_key=True, hint=f"{_kind_name(entity)} entities take {', '.join(valid_keys)}"))
+        else:
+            self.unknown_key(source, loc, key, valid_keys or list(QUOTA_KEYS))
+        return False
+
+    def apply_profile(self, source: SourceFile, loc: Loc, entity: Entity, profile: str,
+                      quotas: dict[str, float]) -> bool | None:
+        """Start ``quotas`` from a profile; None if the profile does not exist."""
+        kind = entity.kind
+        found = self.profiles.get(profile)
+        if found is None:
+            guess = did_you_mean(profile, self.profiles)
+            self.report(source, Pending(
+                "KQP120", f"unknown profile '{profile}'", (*loc, "profile"),
+                hint=f"did you mean '{guess}'?" if guess else (
+                    f"defined profiles: {', '.join(sorted(self.profiles))}" if self.profiles
+                    else "define it under `profiles:`")))
+            return None
+        ok = True
+        for key, inherited in found.quotas.items():
+            if kind is not EntityKind.CUSTOM and key in QUOTA_KEYS and key_error(key, kind):
+                self.report(source, Pending(
+                    "KQP111", f"profile '{profile}' sets {key}, which {_kind_name(entity)} "
+                    f"entities do not take", (*loc, "profile"),
+                    hint=f"{_kind_name(entity)} entities take {', '.join(keys_for(kind))}"))
+                ok = False
+            quotas[key] = inherited
+        return ok
 
     def finish(self) -> DesiredState:
         self.state.ownership = Ownership.of(self.scopes)
@@ -404,8 +439,9 @@ def compile_manifests(loaded: Sequence[LoadedManifest], config: ProjectConfig) -
 
 def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
     """Load, shape-check and compile manifests; ``.diagnostics`` holds every problem found."""
-    result = load(paths, config)
-    state = compile_manifests(result.manifests, config)
+    with paused_gc():
+        result = load(paths, config)
+        state = compile_manifests(result.manifests, config)
     state.files += len(result.diagnostics and {d.span.path for d in result.diagnostics})
     state.diagnostics = sorted([*result.diagnostics, *state.diagnostics], key=sort_key)
     return state

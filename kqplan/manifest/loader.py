@@ -8,26 +8,26 @@ first time a diagnostic in that file needs a location. Valid files never pay for
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 import yaml_rs
 from pydantic import ValidationError
 
 from kqplan.config import ProjectConfig
 from kqplan.diagnostics import Diagnostic, Related, Severity, Span, did_you_mean
-from kqplan.manifest.models import API_VERSION, KIND, EntityEntry, Manifest, Ownership
 
-Loc = tuple[str | int, ...]
+if TYPE_CHECKING:
+    from kqplan.manifest.positions import Locator
+from kqplan.manifest.models import API_VERSION, KIND, Manifest, Ownership
+
+Loc = tuple[str | int, ...]  # a data path: mapping keys and list indexes
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 # Anchors/aliases are legal YAML, but a few nested aliases can expand to billions of nodes.
 ALIAS_LIMITS = yaml_rs.AliasLimits(max_total_replayed_events=100_000)
 
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,61 +43,24 @@ class Pending:
     related: tuple[tuple[SourceFile, Loc, str], ...] = ()
 
 
-class Locator:
-    """Maps a data path (``('entities', 3, 'quotas')``) to a line and column in a file."""
-
-    def __init__(self, path: str, text: str) -> None:
-        self.path = path
-        self.text = text
-        self._root: yaml.Node | None = None
-        self._composed = False
-
-    def root(self) -> yaml.Node | None:
-        if not self._composed:
-            self._composed = True
-            try:
-                self._root = yaml.compose(self.text, Loader=_YAML_LOADER)
-            except yaml.YAMLError:
-                self._root = None
-        return self._root
-
-    def span(self, loc: Loc, *, at_key: bool = False) -> Span:
-        node = self.root()
-        if node is None:
-            return Span(self.path, 1, 1)
-        best = node
-        key_node: yaml.Node | None = None
-        for part in loc:
-            key_node = None
-            if isinstance(node, yaml.MappingNode):
-                nxt = None
-                for k, v in node.value:
-                    if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                        key_node, nxt = k, v
-                if nxt is None:
-                    break
-                node = nxt
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-                if not 0 <= part < len(node.value):
-                    break
-                node = node.value[part]
-            else:
-                break
-            best = node
-        target = key_node if (at_key and key_node is not None) else best
-        mark = target.start_mark
-        return Span(self.path, mark.line + 1, mark.column + 1)
-
-
 @dataclass(slots=True)
 class SourceFile:
     path: str
     text: str
-    locator: Locator
+    _locator: Locator | None = None
 
     @classmethod
     def of(cls, path: str, text: str) -> SourceFile:
-        return cls(path, text, Locator(path, text))
+        return cls(path, text)
+
+    @property
+    def locator(self) -> Locator:
+        """Created on first use: valid files never import pyyaml or compose their text."""
+        if self._locator is None:
+            from kqplan.manifest.positions import Locator
+
+            self._locator = Locator(self.path, self.text)
+        return self._locator
 
 
 @dataclass(slots=True)
@@ -122,7 +85,9 @@ def resolve(source: SourceFile, pending: Pending) -> Diagnostic:
         span=source.locator.span(pending.loc, at_key=pending.at_key),
         severity=pending.severity,
         hint=pending.hint,
-        related=tuple(Related(s.locator.span(loc), msg) for s, loc, msg in pending.related),
+        # A related place named by a mapping key (a profile, a field) points at the key.
+        related=tuple(Related(s.locator.span(loc, at_key=bool(loc) and isinstance(loc[-1], str)), msg)
+                      for s, loc, msg in pending.related),
     )
 
 
@@ -156,11 +121,6 @@ def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
     return unique, diags
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
 def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None]:
     """Read a manifest as UTF-8 (a BOM is allowed), refusing huge or undecodable files."""
     name = str(path)
@@ -177,68 +137,14 @@ def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        from kqplan.manifest.positions import line_col
+
         good = data[: exc.start].decode("utf-8", errors="replace")
-        line, col = _line_col(good, len(good))
+        line, col = line_col(good, len(good))
         return None, Diagnostic(
             "KQP002", f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x})", Span(name, line, col),
             hint="save the file as UTF-8")
     return text, None
-
-
-def _yaml_error(source: SourceFile, exc: Exception) -> Diagnostic:
-    """Locate a YAML problem that the fast parser reported, using pyyaml's marks."""
-    text, path = source.text, source.path
-    message = str(exc)
-    if "alias" in message and "limit" in message:
-        m = re.search(r"(?m)(?:^|[\s\[{,:-])(\*[^\s,\]}]+)", text)
-        line, col = _line_col(text, m.start(1)) if m else (1, 1)
-        return Diagnostic("KQP005", "YAML aliases expand past the safety limit (alias bomb?)",
-                          Span(path, line, col), hint="write the values out, or use profiles")
-    try:
-        docs = list(yaml.compose_all(text, Loader=_YAML_LOADER))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        what = " ".join(p for p in (err.context, err.problem) if p)
-        return Diagnostic("KQP001", f"YAML syntax error: {what}",
-                          Span(path, mark.line + 1 if mark else 1, mark.column + 1 if mark else 1),
-                          hint="check indentation, quoting and brackets near this position")
-    except yaml.YAMLError as err:  # pragma: no cover - pyyaml raises marked errors for text input
-        return Diagnostic("KQP001", f"YAML error: {err}", Span(path, 1, 1))
-    if "duplicate" in message:
-        for doc in docs:
-            dup = _find_duplicate_key(doc)
-            if dup:
-                first, second = dup
-                return Diagnostic(
-                    "KQP006", f"duplicate key '{second.value}' in the same mapping",
-                    Span(path, second.start_mark.line + 1, second.start_mark.column + 1),
-                    related=(Related(Span(path, first.start_mark.line + 1,
-                                          first.start_mark.column + 1), "first defined"),),
-                    hint="YAML keeps only one of them; remove or merge the other")
-    m = re.search(r"line (\d+), column (\d+)", message)
-    line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
-    return Diagnostic("KQP001", "YAML error: " + message.splitlines()[0], Span(path, line, col))
-
-
-def _find_duplicate_key(node: yaml.Node | None) -> tuple[yaml.Node, yaml.Node] | None:
-    stack = [node] if node is not None else []
-    seen_nodes: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if id(n) in seen_nodes:
-            continue
-        seen_nodes.add(id(n))
-        if isinstance(n, yaml.MappingNode):
-            keys: dict[str, yaml.Node] = {}
-            for k, v in n.value:
-                if isinstance(k, yaml.ScalarNode):
-                    if k.value in keys:
-                        return keys[k.value], k
-                    keys[k.value] = k
-                stack.append(v)
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
-    return None
 
 
 def parse_yaml(source: SourceFile) -> tuple[Any, Diagnostic | None]:
@@ -246,32 +152,32 @@ def parse_yaml(source: SourceFile) -> tuple[Any, Diagnostic | None]:
     try:
         doc: Any = yaml_rs.loads(source.text, parse_datetime=False, alias_limits=ALIAS_LIMITS)
     except yaml_rs.YAMLDecodeError as exc:
-        return None, _yaml_error(source, exc)
+        from kqplan.manifest.positions import yaml_error
+
+        return None, yaml_error(source.path, source.text, exc)
     if doc is None:
         return None, Diagnostic("KQP003", "manifest is empty", Span(source.path, 0, 0),
                                 hint=f"start it with `apiVersion: {API_VERSION}` and `kind: {KIND}`")
     if isinstance(doc, list):
-        try:
-            docs = list(yaml.compose_all(source.text, Loader=_YAML_LOADER))
-        except yaml.YAMLError:
-            docs = []
-        if len(docs) > 1 and docs[1] is not None:
-            mark = docs[1].start_mark
+        from kqplan.manifest.positions import second_document
+
+        second = second_document(source.text)
+        if second is not None:
             return None, Diagnostic(
                 "KQP007", "file holds more than one YAML document",
-                Span(source.path, mark.line + 1, mark.column + 1),
+                Span(source.path, second.line, second.column),
                 hint="put each manifest in its own file (kqplan reads directories recursively)")
     if not isinstance(doc, dict):
         return None, Diagnostic(
-            "KQP010", f"manifest must be a mapping, got a {_yaml_type(doc)}", Span(source.path, 1, 1),
+            "KQP010", f"manifest must be a mapping, got {_yaml_type(doc)}", Span(source.path, 1, 1),
             hint=f"start it with `apiVersion: {API_VERSION}` and `kind: {KIND}`")
     return doc, None
 
 
 def _yaml_type(value: object) -> str:
     if isinstance(value, bool):
-        return "boolean"
-    return {dict: "mapping", list: "list", str: "string", int: "number", float: "number",
+        return "a boolean"
+    return {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a number",
             type(None): "null"}.get(type(value), type(value).__name__)
 
 
@@ -345,7 +251,7 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
     got = _yaml_type(value)
     if "quotas" in loc[-2:-1] or (len(loc) >= 3 and loc[0] == "profiles"):
         return Pending("KQP021", f"{where}: quota value must be a number (or a byte size like "
-                       f"10MiB), got a {got}", loc, hint="write e.g. `1048576` or `1MiB`")
+                       f"10MiB), got {got}", loc, hint="write e.g. `1048576` or `1MiB`")
     expectations = {
         "string_type": ("a string", "quote it, e.g. '12345'"),
         "bool_type": ("true or false", None),
@@ -357,7 +263,9 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
     }
     if etype in expectations:
         wanted, hint = expectations[etype]
-        return Pending("KQP021", f"{where} must be {wanted}, got a {got}"
+        if etype == "string_type" and got != "a number":
+            hint = None
+        return Pending("KQP021", f"{where} must be {wanted}, got {got}"
                        if etype != "too_short" else f"{where} must be {wanted}", loc, hint=hint)
     return Pending("KQP021", f"{where}: {error['msg']}", loc)
 
@@ -395,8 +303,3 @@ def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
             result.manifests.append(LoadedManifest(source, manifest, raw))
     return result
 
-
-def iter_entities(loaded: LoadedManifest) -> Iterator[tuple[int, EntityEntry, dict[str, Any]]]:
-    raws = loaded.raw.get("entities") or []
-    for i, entry in enumerate(loaded.manifest.entities):
-        yield i, entry, raws[i]

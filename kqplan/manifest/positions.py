@@ -1,0 +1,142 @@
+"""Where things are in a YAML file: the slow path, taken only when a file has a problem.
+
+pyyaml's composer keeps a line/column mark on every node; :class:`Locator` walks a data path
+(``('entities', 3, 'quotas')``) down that node tree. Importing pyyaml and composing a file
+costs time, so the loader imports this module only when it must report a position.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from kqplan.diagnostics import Diagnostic, Related, Span
+
+Loc = tuple[str | int, ...]
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def line_col(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character offset."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def second_document(text: str) -> Span | None:
+    """Position of a second YAML document in ``text`` (kqplan wants one per file), if any."""
+    try:
+        docs = list(yaml.compose_all(text, Loader=_YAML_LOADER))
+    except yaml.YAMLError:
+        return None
+    if len(docs) > 1 and docs[1] is not None:
+        mark = docs[1].start_mark
+        return Span("", mark.line + 1, mark.column + 1)
+    return None
+
+
+class Locator:
+    """Maps a data path (``('entities', 3, 'quotas')``) to a line and column in a file."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.text = text
+        self._root: yaml.Node | None = None
+        self._composed = False
+
+    def root(self) -> yaml.Node | None:
+        if not self._composed:
+            self._composed = True
+            try:
+                self._root = yaml.compose(self.text, Loader=_YAML_LOADER)
+            except yaml.YAMLError:
+                self._root = None
+        return self._root
+
+    def span(self, loc: Loc, *, at_key: bool = False) -> Span:
+        node = self.root()
+        if node is None:
+            return Span(self.path, 1, 1)
+        best = node
+        key_node: yaml.Node | None = None
+        for part in loc:
+            key_node = None
+            if isinstance(node, yaml.MappingNode):
+                nxt = None
+                for k, v in node.value:
+                    if isinstance(k, yaml.ScalarNode) and k.value == str(part):
+                        key_node, nxt = k, v
+                if nxt is None:
+                    break
+                node = nxt
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+                if not 0 <= part < len(node.value):
+                    break
+                node = node.value[part]
+            else:
+                break
+            best = node
+        target = key_node if (at_key and key_node is not None) else best
+        mark = target.start_mark
+        return Span(self.path, mark.line + 1, mark.column + 1)
+
+
+def yaml_error(path: str, text: str, exc: Exception) -> Diagnostic:
+    """Locate a YAML problem that the fast parser reported, using pyyaml's marks."""
+    message = str(exc)
+    if "alias" in message and "limit" in message:
+        m = re.search(r"(?m)(?:^|[\s\[{,:-])(\*[^\s,\]}]+)", text)
+        line, col = line_col(text, m.start(1)) if m else (1, 1)
+        return Diagnostic("KQP005", "YAML aliases expand past the safety limit (alias bomb?)",
+                          Span(path, line, col), hint="write the values out, or use profiles")
+    try:
+        docs = list(yaml.compose_all(text, Loader=_YAML_LOADER))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        what = " ".join(p for p in (err.context, err.problem) if p)
+        opened = err.context_mark
+        related: tuple[Related, ...] = ()
+        if opened is not None and mark is not None and opened.line != mark.line:
+            related = (Related(Span(path, opened.line + 1, opened.column + 1), "started"),)
+        return Diagnostic("KQP001", f"YAML syntax error: {what}",
+                          Span(path, mark.line + 1 if mark else 1, mark.column + 1 if mark else 1),
+                          related=related,
+                          hint="check indentation, quoting and brackets near this position")
+    except yaml.YAMLError as err:  # pragma: no cover - pyyaml raises marked errors for text input
+        return Diagnostic("KQP001", f"YAML error: {err}", Span(path, 1, 1))
+    if "duplicate" in message:
+        for doc in docs:
+            dup = find_duplicate_key(doc)
+            if dup:
+                first, second = dup
+                return Diagnostic(
+                    "KQP006", f"duplicate key '{second.value}' in the same mapping",
+                    Span(path, second.start_mark.line + 1, second.start_mark.column + 1),
+                    related=(Related(Span(path, first.start_mark.line + 1,
+                                          first.start_mark.column + 1), "first defined"),),
+                    hint="remove one of them, or merge them")
+    m = re.search(r"line (\d+), column (\d+)", message)
+    line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+    return Diagnostic("KQP001", "YAML error: " + message.splitlines()[0], Span(path, line, col))
+
+
+def find_duplicate_key(node: yaml.Node | None) -> tuple[yaml.Node, yaml.Node] | None:
+    stack = [node] if node is not None else []
+    seen_nodes: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen_nodes:
+            continue
+        seen_nodes.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            keys: dict[str, yaml.Node] = {}
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in keys:
+                        return keys[k.value], k
+                    keys[k.value] = k
+                stack.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return None

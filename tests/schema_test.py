@@ -1,0 +1,39 @@
+"""The checked-in JSON Schema is generated from the models, and examples conform to it."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import yaml
+
+from kqplan.manifest.models import json_schema
+from tests.helpers import REPO
+
+SCHEMA = REPO / "schemas" / "manifest-v1.json"
+EXAMPLES = sorted((REPO / "examples").rglob("*.yaml"))
+
+
+def test_checked_in_schema_is_not_stale():
+    assert json.loads(SCHEMA.read_text()) == json_schema(), (
+        "schemas/manifest-v1.json is stale: run `kqplan schema > schemas/manifest-v1.json`")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(REPO)))
+def test_examples_carry_the_modeline_and_conform(path):
+    first = path.read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../../schemas/manifest-v1.json"
+    assert (path.parent / "../../schemas/manifest-v1.json").resolve() == SCHEMA
+    jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(SCHEMA.read_text()))
+
+
+def test_schema_rejects_what_kqplan_rejects_in_shape():
+    schema = json.loads(SCHEMA.read_text())
+    bad = {"apiVersion": "kqplan/v1", "kind": "ClientQuotas", "entites": []}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"apiVersion": "kqplan/v1", "kind": "ClientQuotas",
+                             "entities": [{"user": "a", "quotas": {"producer_byte_rate": "10Mb"}}]},
+                            schema)
