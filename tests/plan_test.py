@@ -16,7 +16,10 @@ from tests.helpers import entity
 REF = ClusterRef("c1", "snapshot:x")
 
 
-def plan_of(desired, actual, ownership=Ownership()):
+NOBODY_OWNS = Ownership()
+
+
+def plan_of(desired, actual, ownership=NOBODY_OWNS):
     return diff(desired, actual, ownership, cluster=REF, fingerprint="sha256:x")
 
 
@@ -82,10 +85,10 @@ def test_plan_file_round_trip_preserves_everything():
 
 names = st.sampled_from(["a", "b", "pay-1", "pay-2", "<default>", None])
 entities = st.one_of(
-    st.builds(lambda u: Entity.user(u), names),
-    st.builds(lambda c: Entity.client(c), names),
-    st.builds(lambda u, c: Entity.user_client(u, c), names, names),
-    st.builds(lambda i: Entity.ip(i), st.sampled_from(["1.2.3.4", None])),
+    st.builds(Entity.user, names),
+    st.builds(Entity.client, names),
+    st.builds(Entity.user_client, names, names),
+    st.builds(Entity.ip, st.sampled_from(["1.2.3.4", None])),
 )
 values = st.sampled_from([1.0, 2.0, 1048576.0, 1235.0000001, 0.5])
 quotas = st.dictionaries(st.sampled_from(["producer_byte_rate", "consumer_byte_rate",
@@ -115,7 +118,9 @@ def test_applying_the_plan_yields_desired_on_owned_and_leaves_the_rest(desired, 
     # every change is one entry with distinct keys
     for change in plan.changes:
         keys = [op.key for op in change.ops]
-        assert len(keys) == len(set(keys)) and keys == sorted(keys) and keys
+        assert len(keys) == len(set(keys))
+        assert keys == sorted(keys)
+        assert keys
 
 
 @settings(max_examples=100, deadline=None)

@@ -55,7 +55,8 @@ def test_text_and_markdown_agree_with_json(example_plan):
     text, md = render_text(example_plan), render_markdown(example_plan)
     s = doc["summary"]
     line = f"Plan: {s['add']} to add, {s['change']} to change, {s['delete']} to delete."
-    assert text.rstrip().endswith(line) and md.rstrip().endswith(line)
+    assert text.rstrip().endswith(line)
+    assert md.rstrip().endswith(line)
     for change in doc["changes"]:
         marker = {"create": "+", "update": "~", "delete": "-"}[change["action"]]
         assert f"  {marker} {change['display']}\n" in text
@@ -63,7 +64,8 @@ def test_text_and_markdown_agree_with_json(example_plan):
         for op in change["ops"]:
             assert f"`{op['key']}`" in md
             assert f" {op['key']} = " in text
-    assert "<details><summary>" in md and "</details>" in md
+    assert "<details><summary>" in md
+    assert "</details>" in md
 
 
 def test_json_is_design_3_3(example_plan):
