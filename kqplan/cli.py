@@ -51,8 +51,12 @@ def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
 
 def run(body: Callable[[], int]) -> int:
     """The error boundary every command goes through."""
+    from kqplan.perf import paused_gc
+
     try:
-        return int(body())
+        # A command is a short batch run that builds many acyclic objects: see paused_gc.
+        with paused_gc():
+            return int(body())
     except KqplanError as exc:
         from kqplan.diagnostics import DiagnosticsError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 USER = "user"
@@ -70,16 +70,29 @@ class Entity:
 
     parts: tuple[tuple[str, Name], ...]
     """(type, name) pairs in display order; each type at most once."""
+    _hash: int = field(default=0, init=False, compare=False, repr=False)
+    _kind: EntityKind = field(default=EntityKind.INVALID, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Equality and hashing compare ``parts``, so it must be canonical however built;
         # the check is cheap because almost every entity is built in order already.
         parts = self.parts
-        if len(parts) > 1 and not all(
-            _type_rank(a[0]) < _type_rank(b[0]) for a, b in itertools.pairwise(parts)
-        ):
-            canonical = tuple(sorted(dict(parts).items(), key=lambda p: _type_rank(p[0])))
-            object.__setattr__(self, "parts", canonical)
+        types = tuple([t for t, _ in parts])
+        kind = _KINDS.get(types)  # the built-in combinations, all in canonical order
+        if kind is None:
+            if not all(_type_rank(a) < _type_rank(b) for a, b in itertools.pairwise(types)):
+                parts = tuple(sorted(dict(parts).items(), key=lambda p: _type_rank(p[0])))
+                object.__setattr__(self, "parts", parts)
+                types = tuple([t for t, _ in parts])
+            kind = _KINDS.get(types) or (
+                EntityKind.INVALID if IP in types and (USER in types or CLIENT_ID in types)
+                else EntityKind.CUSTOM)
+        object.__setattr__(self, "_kind", kind)
+        # Entities key every state and plan dict; hash the nested tuple once, not per lookup.
+        object.__setattr__(self, "_hash", hash(parts))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def of(cls, entries: Mapping[str, Name] | Iterable[tuple[str, Name]]) -> Entity:
@@ -131,13 +144,7 @@ class Entity:
 
     @property
     def kind(self) -> EntityKind:
-        types = tuple(t for t, _ in self.parts)
-        kind = _KINDS.get(types)
-        if kind is not None:
-            return kind
-        if IP in types and (USER in types or CLIENT_ID in types):
-            return EntityKind.INVALID
-        return EntityKind.CUSTOM
+        return self._kind
 
     @property
     def has_default(self) -> bool:

@@ -74,9 +74,9 @@ class Plan:
     """Sorted by the entity's display form: deterministic for review and for tests."""
     unchanged: int
     cluster: ClusterRef
-    state_fingerprint: str
-    """Digest of the whole state the plan was computed from (display only; staleness is
-    judged per change from ``before``)."""
+    state_fingerprint: str | None
+    """Digest of the whole state the plan was computed from, when recorded (saved and JSON
+    plans). Display only: staleness is judged per change from ``before``."""
     notes: tuple[str, ...] = field(default=())
     """Display only: e.g. unlisted entities inside a scope without prune."""
 
@@ -99,7 +99,8 @@ def same_value(a: float, b: float) -> bool:
 
 
 def _same(a: Quotas, b: Quotas) -> bool:
-    return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    # dict == runs in C and settles almost every case; NaN is the only value it gets "wrong".
+    return a == b or (a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a))
 
 
 def ops_between(before: Quotas | None, after: Quotas | None) -> tuple[Op, ...]:
@@ -112,7 +113,7 @@ def ops_between(before: Quotas | None, after: Quotas | None) -> tuple[Op, ...]:
 
 
 def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
-         cluster: ClusterRef, fingerprint: str) -> Plan:
+         cluster: ClusterRef, fingerprint: str | None) -> Plan:
     """Compare desired with actual: listed entities are owned whole; unlisted ones are deleted
     only inside a ``prune`` scope."""
     changes: list[Change] = []
@@ -219,7 +220,7 @@ class PlanFile(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     format_version: Literal[1]
     cluster: _ClusterFile
-    state_fingerprint: str
+    state_fingerprint: str | None
     summary: dict[str, int]
     changes: list[_ChangeFile]
     notes: list[str] = []

@@ -111,7 +111,5 @@ def write_snapshot(path: Path, state: QuotaState, cluster_id: str | None) -> Non
 
 def fingerprint(state: QuotaState) -> str:
     """A stable digest of a state, recorded in plans to tell whether the cluster moved."""
-    h = hashlib.sha256()
-    for entity in sorted(state, key=Entity.sort_key):
-        h.update(json.dumps([entity.parts, sorted(state[entity].items())]).encode())
-    return "sha256:" + h.hexdigest()[:32]
+    lines = sorted(f"{entity.parts!r}\t{sorted(quotas.items())!r}" for entity, quotas in state.items())
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]

@@ -12,3 +12,17 @@ def test_literal_default_name_is_escaped():
     assert Entity.user("<default>").display == "{user=\\<default>}"
     assert unescape_name(escape_name("<default>")) == "<default>"
     assert unescape_name("<default>") is None
+
+
+def test_kind_and_canonical_order_however_built():
+    from kqplan.entity import EntityKind
+
+    assert Entity((("client-id", "c"), ("user", "u"))) == Entity.user_client("u", "c")
+    assert Entity((("client-id", "c"), ("user", "u"))).parts == (("user", "u"), ("client-id", "c"))
+    assert Entity.user_client("u", None).kind is EntityKind.CLIENT
+    assert Entity.ip(None).kind is EntityKind.IP
+    assert Entity.of({"ip": "1.2.3.4", "user": "u"}).kind is EntityKind.INVALID
+    assert Entity.of({"group": "g", "user": "u"}).kind is EntityKind.CUSTOM
+    assert Entity.of({"group": "g", "user": "u"}).display == "{user=u, group=g}"
+    assert Entity.of({}).kind is EntityKind.INVALID
+    assert Entity.of([("user", "a"), ("user", "b")]) == Entity.user("b")  # last wins, as in Kafka

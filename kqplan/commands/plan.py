@@ -45,20 +45,23 @@ def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
                           "under [clusters] in kqplan.toml")
 
 
-def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig) -> Plan:
-    """One describe, then the diff."""
+def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig, *,
+                 record_state: bool = True) -> Plan:
+    """One describe, then the diff; ``record_state`` adds the state's fingerprint."""
     ident = cluster.identity()
     check_guard(desired, ident.cluster_id, ident.address, config)
     actual = cluster.describe()
     return diff(desired.quotas, actual, desired.ownership,
-                cluster=ClusterRef(ident.cluster_id, ident.address), fingerprint=fingerprint(actual))
+                cluster=ClusterRef(ident.cluster_id, ident.address),
+                fingerprint=fingerprint(actual) if record_state else None)
 
 
 def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,
          out: Path | None, detailed_exitcode: bool, streams: Streams) -> int:
     desired = load_checked(paths, config, streams)
     with open_cluster(target) as cluster:
-        result = compute_plan(desired, cluster, config)
+        result = compute_plan(desired, cluster, config,
+                              record_state=out is not None or fmt is Format.JSON)
     if out is not None:
         write_atomically(out, dumps_plan(result))
     streams.print(RENDERERS[fmt](result), end="")

@@ -254,8 +254,9 @@ class _Compiler:
                     ok = False
                     continue
                 parts.append((entity_type, unescape_name(text)))
-            for extra in sorted(raw.keys() - _ENTRY_FIELD_SET):
-                ok = self.add_custom_part(source, loc, extra, raw[extra], parts) and ok
+            if not raw.keys() <= _ENTRY_FIELD_SET:
+                for extra in sorted(raw.keys() - _ENTRY_FIELD_SET):
+                    ok = self.add_custom_part(source, loc, extra, raw[extra], parts) and ok
             if not ok:
                 continue
             if not parts:
