@@ -139,6 +139,52 @@ def plan(
         detailed_exitcode=detailed_exitcode, streams=_streams()))
 
 
+@app.command()
+def apply(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Manifest files or directories (or use --plan).", show_default=False)] = None,
+    plan_file: Annotated[Path | None, typer.Option(
+        "--plan", help="Apply exactly this saved plan (refused if stale).", dir_okay=False)] = None,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    auto_approve: Annotated[bool, typer.Option(
+        "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Write the per-entity results as JSON.", dir_okay=False)] = None,
+) -> int:
+    """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
+    from kqplan.commands.apply import apply_command
+    from kqplan.target import Target
+
+    manifest_paths = paths or []
+    return run(lambda: apply_command(
+        manifest_paths, plan_file,
+        Target(state=state, bootstrap=bootstrap_server, command_config=command_config),
+        _config(manifest_paths), auto_approve=auto_approve, report=report, streams=_streams()))
+
+
+@app.command()
+def export(
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Directory for the manifests (a file with --format json); default stdout.")] = None,
+    split_by: Annotated[str, typer.Option("--split-by", help="none | user")] = "none",
+    fmt: Annotated[str, typer.Option("--format", help="yaml (manifests) | json (snapshot)")] = "yaml",
+) -> int:
+    """Write manifests that reproduce the cluster (adopt an existing cluster)."""
+    from kqplan.commands.export import ExportFormat, export_command
+    from kqplan.export import SplitBy
+    from kqplan.target import Target
+
+    return run(lambda: export_command(
+        Target(state=state, bootstrap=bootstrap_server, command_config=command_config), out=out,
+        split_by=_choice(SplitBy, split_by, "--split-by"), fmt=_choice(ExportFormat, fmt, "--format"),
+        streams=_streams()))
+
+
 @app.command(hidden=True)
 def schema() -> int:
     """Print the manifest JSON Schema (what schemas/manifest-v1.json holds)."""

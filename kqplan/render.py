@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from kqplan.plan import Action, Change, Plan, Summary, dumps_plan
 from kqplan.quotas import QUOTA_KEYS
 from kqplan.units import format_bytes, format_number
+
+if TYPE_CHECKING:
+    from kqplan.apply import ApplyReport
 
 NO_CHANGES = "No changes. The cluster matches the manifests."
 
@@ -115,5 +119,49 @@ RENDERERS: dict[Format, Callable[[Plan], str]] = {
     Format.JSON: render_json,
 }
 
-__all__ = ["NO_CHANGES", "RENDERERS", "Action", "Format", "render_json", "render_markdown",
-           "render_text", "show_value", "summary_line"]
+
+
+# -- apply reports ------------------------------------------------------------------------------
+
+_SHOW_ALL_UP_TO = 1000  # past this many entities, only the ones needing attention are listed
+
+
+def render_apply(report: ApplyReport) -> str:
+    """Per-entity results, then a terraform-style closing line."""
+    from kqplan.apply import Status
+    from kqplan.cluster.base import error_name
+
+    lines: list[str] = []
+    outcomes = report.outcomes
+    show_all = len(outcomes) <= _SHOW_ALL_UP_TO
+    hidden = 0
+    for o in outcomes:
+        if o.status is Status.APPLIED and not show_all:
+            hidden += 1
+            continue
+        text = f"  {o.change.action.marker} {o.change.entity.display}: {o.status.value}"
+        if o.error_code:
+            text += f": {error_name(o.error_code)}: {o.error_message or ''}".rstrip(": ")
+        elif o.status is Status.UNVERIFIED:
+            text += " (the broker accepted it, but describe did not show it before the deadline)"
+        elif o.status is Status.UNKNOWN:
+            text += " (the connection was lost during the alter and describe shows neither state)"
+        lines.append(text)
+    if hidden:
+        lines.append(f"  … and {hidden} more applied (the --report file lists every entity)")
+    lines.extend(report.notes)
+    if report.preflight_failed:
+        failed = report.count(Status.FAILED)
+        lines.append(f"Apply refused by the broker's validation: {failed} entit"
+                     f"{'y' if failed == 1 else 'ies'} failed; nothing was changed.")
+    elif report.ok:
+        counts = {a: sum(o.change.action is a for o in outcomes) for a in Action}
+        lines.append(f"Apply complete: {counts[Action.CREATE]} added, {counts[Action.UPDATE]} "
+                     f"changed, {counts[Action.DELETE]} deleted.")
+    else:
+        applied = report.count(Status.APPLIED)
+        problems = ", ".join(f"{report.count(s)} {s.value}" for s in Status
+                             if s is not Status.APPLIED and report.count(s))
+        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. "
+                     "Run apply again to converge.")
+    return "\n".join(lines) + "\n"

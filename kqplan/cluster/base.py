@@ -8,7 +8,24 @@ from enum import IntEnum
 from typing import Protocol
 
 from kqplan.entity import Entity, Name
+from kqplan.errors import KqplanError
 from kqplan.state import QuotaState
+
+# Kafka's names for the error codes quota RPCs can carry (reference §1.4).
+ERROR_NAMES = {
+    0: "NONE", -1: "UNKNOWN_SERVER_ERROR", 7: "REQUEST_TIMED_OUT", 18: "RECORD_LIST_TOO_LARGE",
+    31: "CLUSTER_AUTHORIZATION_FAILED", 35: "UNSUPPORTED_VERSION", 41: "NOT_CONTROLLER",
+    42: "INVALID_REQUEST", 44: "POLICY_VIOLATION",
+}
+
+
+def error_name(code: int) -> str:
+    return ERROR_NAMES.get(code, f"ERROR_{code}")
+
+
+class AlterOutcomeUnknown(KqplanError):
+    """An alter was sent but its answer was lost (timeout, dropped connection): it may or may
+    not have been applied. Backends raise it; apply resolves it by describing."""
 
 
 class MatchType(IntEnum):

@@ -1,0 +1,96 @@
+"""``kqplan apply``: make the cluster match (DESIGN §3.5), from manifests or a saved plan."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from kqplan.apply import Progress, apply, check_stale, report_to_json
+from kqplan.config import ProjectConfig
+from kqplan.console import Streams
+from kqplan.errors import ExitCode, KqplanError
+from kqplan.plan import ClusterRef, Plan, loads_plan
+from kqplan.render import render_apply, render_text
+from kqplan.state import write_atomically
+from kqplan.target import Target, open_cluster
+
+CONFIRM_WORD = "yes"
+
+
+@contextmanager
+def progress_for(streams: Streams) -> Iterator[Progress]:
+    """A spinner on an interactive terminal; nothing otherwise (CI logs stay clean)."""
+    if not streams.interactive:
+        yield lambda _: None
+        return
+    from rich.console import Console
+
+    console = Console(file=streams.err)
+    with console.status("Working…") as status:
+        yield lambda text: status.update(text + "…")
+
+
+def read_plan(path: Path) -> Plan:
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise KqplanError(f"cannot read plan {path}: {exc.strerror}") from None
+    return loads_plan(text, source=str(path))
+
+
+def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
+    """terraform's rule: only the word 'yes' applies; no terminal means no implicit yes."""
+    if auto_approve:
+        return True
+    if not streams.interactive:
+        raise KqplanError("refusing to apply without confirmation: not running on a terminal",
+                          hint="review the plan and pass --auto-approve (or apply a saved plan "
+                          "with --plan FILE --auto-approve)")
+    streams.print(f"Do you want to apply these changes to {plan.cluster.id or plan.cluster.address}?\n"
+                  f"  Only '{CONFIRM_WORD}' will be accepted to approve.\n")
+    streams.print("  Enter a value: ", end="")
+    streams.out.flush()
+    answer = input()
+    return answer.strip() == CONFIRM_WORD
+
+
+def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
+                  config: ProjectConfig, *, auto_approve: bool, report: Path | None,
+                  streams: Streams) -> int:
+    if bool(paths) == (plan_file is not None):
+        raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
+    from kqplan.commands.plan import compute_plan, load_checked
+
+    desired = load_checked(paths, config, streams) if paths else None
+    with open_cluster(target) as cluster, progress_for(streams) as progress:
+        if desired is not None:
+            progress("Describing the cluster")
+            plan = compute_plan(desired, cluster, config, record_state=False)
+        else:
+            assert plan_file is not None
+            plan = read_plan(plan_file)
+            progress("Refreshing")
+            ident = cluster.identity()
+            check_stale(plan, cluster.describe(), ident.cluster_id)
+            plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address))
+        streams.print(render_text(plan), end="")
+        if not plan.has_changes:
+            return ExitCode.OK
+        streams.print("")
+        if not confirm(plan, streams, auto_approve=auto_approve):
+            streams.print("Apply cancelled.")
+            return ExitCode.ERROR
+        result = apply(cluster, plan, progress=progress)
+    if report is not None:
+        write_atomically(report, json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n")
+    streams.print(render_apply(result), end="")
+    return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:
+    """Show where the saved plan is being applied now (same id, maybe another address)."""
+    from dataclasses import replace
+
+    return replace(plan, cluster=cluster)
