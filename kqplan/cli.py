@@ -185,6 +185,68 @@ def export(
         streams=_streams()))
 
 
+NamesOpt = Annotated[str | None, typer.Option(
+    "--names", help="Comma-separated TYPE=NAME pairs, e.g. user=alice,client-id=app.")]
+DefaultsOpt = Annotated[str | None, typer.Option(
+    "--defaults", help="Comma-separated entity types whose default entity is meant, e.g. user.")]
+
+
+@app.command()
+def describe(
+    names: NamesOpt = None,
+    defaults: DefaultsOpt = None,
+    any_types: Annotated[str | None, typer.Option(
+        "--any", help="Entity types that must be present with any name (defaults included).")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Only entities with exactly the given types.")] = False,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json | yaml")] = "text",
+) -> int:
+    """Show configured quotas of the entities matching a filter (KIP-546 describe)."""
+    from kqplan.commands.describe import DescribeFormat, describe_command
+    from kqplan.selectors import filter_from_flags
+    from kqplan.target import Target
+
+    def body() -> int:
+        config = _config()
+        flt = filter_from_flags(names, defaults, any_types, strict=strict,
+                                custom=config.custom_entity_types)
+        return describe_command(
+            Target(state=state, bootstrap=bootstrap_server, command_config=command_config), flt,
+            fmt=_choice(DescribeFormat, fmt, "--format"), streams=_streams())
+
+    return run(body)
+
+
+@app.command()
+def alter(
+    names: NamesOpt = None,
+    defaults: DefaultsOpt = None,
+    add: Annotated[str | None, typer.Option(
+        "--add", help="KEY=VALUE,... to set (byte units allowed, e.g. 10MiB).")] = None,
+    delete: Annotated[str | None, typer.Option("--delete", help="KEY,... to remove.")] = None,
+    validate_only: Annotated[bool, typer.Option(
+        "--validate-only", help="Let the broker validate without changing anything.")] = False,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+) -> int:
+    """Change one entity's quotas directly (KIP-546 alter); no output on success."""
+    from kqplan.commands.describe import alter_command, parse_ops
+    from kqplan.selectors import entity_from_flags
+    from kqplan.target import Target
+
+    def body() -> int:
+        entity = entity_from_flags(names, defaults, custom=_config().custom_entity_types)
+        return alter_command(
+            Target(state=state, bootstrap=bootstrap_server, command_config=command_config), entity,
+            parse_ops(add, delete), validate_only=validate_only, streams=_streams())
+
+    return run(body)
+
+
 @app.command(hidden=True)
 def schema() -> int:
     """Print the manifest JSON Schema (what schemas/manifest-v1.json holds)."""

@@ -21,9 +21,11 @@ class SnapshotCluster:
         return ClusterIdentity(self._cluster_id, f"snapshot:{self.path}")
 
     def describe(self, flt: DescribeFilter = ALL) -> QuotaState:
-        if flt != ALL:
-            raise KqplanError("filtered describe of a snapshot is not supported yet")
-        return {e: dict(q) for e, q in self._state.items()}
+        if flt == ALL:
+            return {e: dict(q) for e, q in self._state.items()}
+        from kqplan.selectors import matches
+
+        return {e: dict(q) for e, q in self._state.items() if matches(flt, e)}
 
     def alter(self, alterations: Sequence[Alteration], *, validate_only: bool) -> list[EntityResult]:
         raise KqplanError(f"{self.path} is a read-only snapshot",
