@@ -1,0 +1,550 @@
+"""How to reach a Kafka cluster: ``--bootstrap-server`` plus a ``--command-config`` file.
+
+The file is the Java client properties file ``kafka-configs.sh --command-config`` users
+already have (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``);
+librdkafka's spellings (``sasl.username``, ``sasl.password``, ``ssl.ca.location``, …) are
+accepted too, and ``${NAME}`` in a value is read from the environment. Everything is checked
+when the file is read, so a typo or an unsupported setting is reported as ``FILE:LINE`` before
+any connection is made.
+
+Secrets (passwords, client secrets, private keys) are held in :class:`Secret`, which never
+shows its value; :meth:`ConnectionConfig.redact` scrubs them from any text that might have
+picked one up (error messages from the network layer, for instance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+import ssl
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from kqplan.cluster import settings as known
+from kqplan.cluster.properties import JaasConfig, Setting, interpolate, parse_jaas, parse_properties
+from kqplan.errors import KqplanError
+
+ENV_BOOTSTRAP = "KQPLAN_BOOTSTRAP_SERVER"
+ENV_COMMAND_CONFIG = "KQPLAN_COMMAND_CONFIG"
+DEFAULT_RECEIVE_MAX_BYTES = 256 * 1024 * 1024
+"""A describe of 100k entities is ~10 MB; this admits ~2.5M. kafka-python's own default
+(1 MB) would reject a 10k-entity cluster. The limit exists because kafka-python allocates a
+frame's buffer from the size the broker announces, before reading it."""
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+
+class Secret:
+    """A string that does not show itself: ``repr``, ``str`` and f-strings print ``***``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The value; only for handing to the network layer."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    def __str__(self) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthSettings:
+    """SASL/OAUTHBEARER: a token from an OIDC endpoint (client credentials) or a token file,
+    or an unsigned token for development brokers (``unsecuredLoginStringClaim_sub``)."""
+
+    token_endpoint: str | None = None  # https://… (client credentials) or file://… (a JWT)
+    client_id: str | None = None
+    client_secret: Secret | None = None
+    scope: str | None = None
+    unsecured_principal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """Certificates are PEM (files or inline text); Java keystores must be converted first."""
+
+    ca_file: str | None = None
+    ca_pem: str | None = None
+    cert_file: str | None = None
+    cert_pem: str | None = None
+    key_file: str | None = None
+    key_pem: Secret | None = None
+    key_password: Secret | None = None
+    crl_file: str | None = None
+    check_hostname: bool = True
+    verify: bool = True
+    tls13_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionConfig:
+    """Everything needed to open a connection; ``repr`` is safe to print."""
+
+    bootstrap: str
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: Secret | None = None
+    oauth: OAuthSettings | None = None
+    kerberos_service_name: str = "kafka"
+    kerberos_keytab: str | None = None
+    tls: TlsSettings | None = None
+    client_id: str = "kqplan"
+    request_timeout_ms: int = 30_000
+    connect_timeout_ms: int = 10_000
+    receive_message_max_bytes: int = DEFAULT_RECEIVE_MAX_BYTES
+    source: str | None = None
+    """The ``--command-config`` file the settings came from, for messages."""
+    ignored: tuple[str, ...] = field(default=())
+    """Settings read from the file that have no effect on kqplan (e.g. ``retries``)."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret value, longest first (so that redaction replaces whole secrets)."""
+        found = [self.sasl_password, self.oauth and self.oauth.client_secret,
+                 self.tls and self.tls.key_pem, self.tls and self.tls.key_password]
+        values = {s.reveal() for s in found if isinstance(s, Secret) and s.reveal()}
+        return tuple(sorted(values, key=len, reverse=True))
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret replaced by ``***``."""
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    def describe(self) -> str:
+        """``host:port (SASL_SSL, PLAIN as alice)``: for messages; never holds a secret."""
+        how = str(self.security_protocol)
+        if self.security_protocol.uses_sasl:
+            how += f", {self.sasl_mechanism}"
+            if self.sasl_username is not None:
+                how += f" as {self.sasl_username}"
+        return f"{self.bootstrap} ({how})"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for TLS listeners (None otherwise); certificates verified by default."""
+        if not self.security_protocol.uses_tls:
+            return None
+        return build_ssl_context(self.tls or TlsSettings())
+
+    def kafka_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for kafka-python's connection layer (secrets included: keep private).
+
+        OAUTHBEARER's token provider is added by the transport, which owns kafka-python types.
+        """
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap,
+            "client_id": self.client_id,
+            "security_protocol": str(self.security_protocol),
+            "request_timeout_ms": self.request_timeout_ms,
+            "socket_connection_setup_timeout_ms": self.connect_timeout_ms,
+            "socket_connection_setup_timeout_max_ms": self.connect_timeout_ms,
+            "receive_message_max_bytes": self.receive_message_max_bytes,
+        }
+        context = self.ssl_context()
+        if context is not None:
+            kwargs["ssl_context"] = context
+            kwargs["ssl_check_hostname"] = context.check_hostname
+        if self.security_protocol.uses_sasl:
+            kwargs["sasl_mechanism"] = self.sasl_mechanism
+            if self.sasl_username is not None:
+                kwargs["sasl_plain_username"] = self.sasl_username
+            if self.sasl_password is not None:
+                kwargs["sasl_plain_password"] = self.sasl_password.reveal()
+            if self.sasl_mechanism == "GSSAPI":
+                kwargs["sasl_kerberos_service_name"] = self.kerberos_service_name
+        return kwargs
+
+
+# -- TLS ---------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _pem_files(cert_pem: str, key_pem: str) -> Iterator[tuple[str, str]]:
+    """Python's ssl loads client certificates only from files: write inline PEM to a private
+    directory (mode 0700) just long enough to load it."""
+    with tempfile.TemporaryDirectory(prefix="kqplan-tls-") as directory:
+        paths = []
+        for name, text in (("cert.pem", cert_pem), ("key.pem", key_pem)):
+            path = os.path.join(directory, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            paths.append(path)
+        yield paths[0], paths[1]
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def normalize_pem(text: str) -> str:
+    """Restore the line breaks of PEM written on one line (Java accepts that in properties
+    values; OpenSSL does not). Blocks that already have line breaks are kept as they are."""
+    def reflow(match: re.Match[str]) -> str:
+        label, body = match.group(1), match.group(2)
+        if "\n" in body.strip():
+            return match.group(0)
+        data = "".join(body.split())
+        chunks = [data[i:i + 64] for i in range(0, len(data), 64)]
+        return "\n".join([f"-----BEGIN {label}-----", *chunks, f"-----END {label}-----"])
+
+    return _PEM_BLOCK.sub(reflow, text)
+
+
+def build_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
+    """A client context: TLS 1.2+, the given CA (else the system's), hostname checks on."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3 if tls.tls13_only else ssl.TLSVersion.TLSv1_2
+    what = "the CA certificates"
+    try:
+        if not tls.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx.check_hostname = tls.check_hostname
+            if tls.ca_file is None and tls.ca_pem is None:
+                ctx.load_default_certs()
+            if tls.ca_file is not None:
+                ctx.load_verify_locations(cafile=tls.ca_file)
+            if tls.ca_pem is not None:
+                ctx.load_verify_locations(cadata=normalize_pem(tls.ca_pem))
+            if tls.crl_file is not None:
+                what = f"the CRL {tls.crl_file}"
+                ctx.load_verify_locations(cafile=tls.crl_file)
+                ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+        password = tls.key_password.reveal() if tls.key_password else None
+        what = "the client certificate and key"
+        if tls.cert_file is not None:
+            ctx.load_cert_chain(tls.cert_file, tls.key_file, password)
+        elif tls.cert_pem is not None and tls.key_pem is not None:
+            with _pem_files(normalize_pem(tls.cert_pem),
+                            normalize_pem(tls.key_pem.reveal())) as (cert, key):
+                ctx.load_cert_chain(cert, key, password)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc.__class__.__name__
+        hint = ("check ssl.key.password" if "DECRYPT" in str(reason).upper()
+                else "certificates and keys must be PEM")
+        raise KqplanError(f"cannot load {what}: {reason}", hint=hint) from None
+    return ctx
+
+
+# -- reading a --command-config file -----------------------------------------------------------
+
+class _Settings:
+    """The file's settings by key (a repeated key: the last one wins, as in Java)."""
+
+    def __init__(self, settings: list[Setting], source: str, env: Mapping[str, str]) -> None:
+        self.by_key = {s.key: s for s in settings}
+        self.source = source
+        self.env = env
+
+    def where(self, key: str) -> str:
+        setting = self.by_key.get(key)
+        line = f":{setting.line}" if setting is not None else ""
+        return f"{self.source}{line}: {key}"
+
+    def get(self, key: str) -> str | None:
+        setting = self.by_key.get(key)
+        if setting is None:
+            return None
+        return interpolate(setting.value, self.env, where=self.where(key)).strip()
+
+    def first(self, *keys: str) -> tuple[str, str] | tuple[None, None]:
+        """The first of several spellings that is set: (key, value)."""
+        for key in keys:
+            value = self.get(key)
+            if value is not None:
+                return key, value
+        return None, None
+
+    def error(self, key: str, message: str, hint: str | None = None) -> KqplanError:
+        return KqplanError(f"{self.where(key)}: {message}", hint=hint)
+
+    def integer(self, key: str, default: int) -> int:
+        value = self.get(key)
+        if value is None:
+            return default
+        if not value.isdigit() or int(value) <= 0:
+            raise self.error(key, "expected a positive whole number of milliseconds or bytes")
+        return int(value)
+
+
+def _check_keys(cfg: _Settings) -> tuple[str, ...]:
+    """Reject unknown and unsupported keys (in file order); return the ignored ones."""
+    ignored = []
+    for key, setting in sorted(cfg.by_key.items(), key=lambda kv: kv[1].line):
+        if key in known.SUPPORTED:
+            continue
+        if key in known.UNSUPPORTED:
+            message, hint = known.UNSUPPORTED[key]
+            raise cfg.error(key, message, hint)
+        if key in known.IGNORED or key.startswith(known.IGNORED_PREFIXES):
+            ignored.append(f"{key} ({cfg.source}:{setting.line})")
+            continue
+        close = difflib.get_close_matches(key, sorted(known.SUPPORTED), n=1, cutoff=0.75)
+        raise cfg.error(key, "unknown setting",
+                        f"did you mean {close[0]}?" if close else known.SUPPORTED_HINT)
+    return tuple(ignored)
+
+
+def _read_pem_path(cfg: _Settings, key: str, kind: str) -> str | None:
+    """A PEM file setting: it must be readable and PEM (Java keystores are not)."""
+    path = cfg.get(key)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536)
+    except OSError as exc:
+        raise cfg.error(key, f"cannot read {path}: {exc.strerror}") from None
+    if b"-----BEGIN" not in head:
+        raise cfg.error(key, f"{path} is not a PEM file; kqplan needs {kind} in PEM format",
+                        known.CONVERT_HINTS[kind])
+    return path
+
+
+def _store_type(cfg: _Settings, key: str, kind: str) -> None:
+    value = cfg.get(key)
+    if value is not None and value.upper() != "PEM":
+        raise cfg.error(key, f"{value} is not supported; kqplan needs {kind} in PEM format",
+                        known.CONVERT_HINTS[kind])
+
+
+def _tls_settings(cfg: _Settings) -> TlsSettings:
+    _store_type(cfg, "ssl.truststore.type", "the CA certificates")
+    _store_type(cfg, "ssl.keystore.type", "the client certificate and key")
+    ca_key, _ = cfg.first("ssl.truststore.location", "ssl.ca.location")
+    ca_file = _read_pem_path(cfg, ca_key, "the CA certificates") if ca_key else None
+    _, ca_pem = cfg.first("ssl.truststore.certificates", "ssl.ca.pem")
+    keystore = _read_pem_path(cfg, "ssl.keystore.location", "the client certificate and key")
+    cert_file = keystore or _read_pem_path(cfg, "ssl.certificate.location",
+                                           "the client certificate and key")
+    key_file = None if keystore else _read_pem_path(cfg, "ssl.key.location",
+                                                    "the client certificate and key")
+    if cert_file is not None and keystore is None and key_file is None:
+        raise cfg.error("ssl.certificate.location", "ssl.key.location is missing")
+    _, cert_pem = cfg.first("ssl.keystore.certificate.chain", "ssl.certificate.pem")
+    _, key_pem = cfg.first("ssl.keystore.key", "ssl.key.pem")
+    if (cert_pem is None) != (key_pem is None):
+        key = "ssl.keystore.certificate.chain" if cert_pem is not None else "ssl.keystore.key"
+        raise cfg.error(key, "an inline client certificate needs both the chain and the key")
+    _, password = cfg.first("ssl.key.password")
+    algorithm = cfg.get("ssl.endpoint.identification.algorithm")
+    if algorithm is not None and algorithm.lower() not in ("", "https", "none"):
+        raise cfg.error("ssl.endpoint.identification.algorithm", f"{algorithm!r} is not supported",
+                        "use https (the default: check the broker's host name) or leave it empty")
+    verify = cfg.get("enable.ssl.certificate.verification")
+    if verify is not None and verify.lower() not in ("true", "false"):
+        raise cfg.error("enable.ssl.certificate.verification", "expected true or false")
+    return TlsSettings(
+        ca_file=ca_file, ca_pem=ca_pem, cert_file=cert_file, cert_pem=cert_pem, key_file=key_file,
+        key_pem=Secret(key_pem) if key_pem else None,
+        key_password=Secret(password) if password else None,
+        crl_file=cfg.get("ssl.crl.location"),
+        check_hostname=algorithm is None or algorithm.lower() == "https",
+        verify=verify is None or verify.lower() == "true",
+        tls13_only=_tls13_only(cfg),
+    )
+
+
+def _tls13_only(cfg: _Settings) -> bool:
+    versions: list[str] = []
+    for key in ("ssl.protocol", "ssl.enabled.protocols"):
+        value = cfg.get(key)
+        for item in filter(None, (part.strip() for part in (value or "").split(","))):
+            if item not in ("TLS", "TLSv1.2", "TLSv1.3"):
+                raise cfg.error(key, f"{item} is not supported", "use TLSv1.2 or TLSv1.3")
+            versions.append(item)
+    return bool(versions) and all(v == "TLSv1.3" for v in versions)
+
+
+def _jaas(cfg: _Settings) -> JaasConfig | None:
+    text = cfg.get("sasl.jaas.config")
+    if text is None:
+        return None
+    try:
+        return parse_jaas(text)
+    except ValueError as exc:
+        raise cfg.error("sasl.jaas.config", f"cannot parse it: {exc}",
+                        'write e.g. org.apache.kafka.common.security.plain.PlainLoginModule '
+                        'required username="alice" password="${ALICE_PASSWORD}";') from None
+
+
+def _sasl(cfg: _Settings, protocol: SecurityProtocol) -> dict[str, Any]:
+    """The SASL fields of a ConnectionConfig."""
+    mech_key, mechanism = cfg.first("sasl.mechanism", "sasl.mechanisms")
+    jaas = _jaas(cfg)
+    if not protocol.uses_sasl:
+        used = [k for k in cfg.by_key if k.startswith("sasl.")]
+        if used:
+            raise cfg.error(used[0], f"is set but security.protocol is {protocol}",
+                            "set security.protocol=SASL_SSL (or SASL_PLAINTEXT)")
+        return {}
+    mechanism = (mechanism or "GSSAPI").upper()  # GSSAPI: Java's and librdkafka's default
+    if mechanism not in known.MECHANISM_MODULES:
+        raise cfg.error(mech_key or "sasl.mechanism", f"{mechanism} is not supported",
+                        "use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI")
+    options: Mapping[str, str] = {}
+    if jaas is not None:
+        expected = known.MECHANISM_MODULES[mechanism]
+        if jaas.module_name != expected:
+            raise cfg.error("sasl.jaas.config",
+                            f"uses {jaas.module_name}, but sasl.mechanism is {mechanism}"
+                            f"{'' if mech_key else ' (the default)'}",
+                            f"use {expected}, or set sasl.mechanism to match the login module")
+        options = jaas.options
+    fields: dict[str, Any] = {"sasl_mechanism": mechanism}
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        user_key, username = cfg.first("sasl.username")
+        _, password = cfg.first("sasl.password")
+        if jaas is not None and (username is not None or password is not None):
+            raise cfg.error(user_key or "sasl.password", "is set as well as sasl.jaas.config",
+                            "keep one of them")
+        if jaas is not None:
+            username, password = options.get("username"), options.get("password")
+            if options.get("tokenauth", "false").lower() == "true":
+                raise cfg.error("sasl.jaas.config", "delegation tokens (tokenauth=true) are not "
+                                "supported")
+        if not username or password is None:
+            raise cfg.error(mech_key or "sasl.mechanism", f"{mechanism} needs a username and "
+                            "a password", 'set sasl.jaas.config (username="…" password="…") or '
+                            "sasl.username and sasl.password")
+        fields.update(sasl_username=username, sasl_password=Secret(password))
+    elif mechanism == "OAUTHBEARER":
+        fields["oauth"] = _oauth(cfg, options)
+    else:  # GSSAPI: kafka-python uses the Kerberos ticket cache, or a keytab via the env
+        _, service = cfg.first("sasl.kerberos.service.name")
+        fields["kerberos_service_name"] = service or options.get("serviceName") or "kafka"
+        _, keytab = cfg.first("sasl.kerberos.keytab")
+        fields["kerberos_keytab"] = keytab or options.get("keyTab")
+        fields["sasl_username"] = options.get("principal") or cfg.get("sasl.kerberos.principal")
+    return fields
+
+
+def _oauth(cfg: _Settings, options: Mapping[str, str]) -> OAuthSettings:
+    handler = cfg.get("sasl.login.callback.handler.class")
+    if handler is not None and not handler.endswith(".OAuthBearerLoginCallbackHandler"):
+        raise cfg.error("sasl.login.callback.handler.class", "custom login callback handlers "
+                        "are not supported", "use sasl.oauthbearer.token.endpoint.url with a "
+                        "client id and secret")
+    method = cfg.get("sasl.oauthbearer.method")
+    if method is not None and method.lower() not in ("default", "oidc"):
+        raise cfg.error("sasl.oauthbearer.method", f"{method!r} is not supported",
+                        "use oidc (with a token endpoint) or default")
+    endpoint = cfg.get("sasl.oauthbearer.token.endpoint.url")
+    _, client_id = cfg.first("sasl.oauthbearer.client.id")
+    _, secret = cfg.first("sasl.oauthbearer.client.secret")
+    _, scope = cfg.first("sasl.oauthbearer.scope")
+    unsecured = options.get("unsecuredLoginStringClaim_sub")
+    for item in (cfg.get("sasl.oauthbearer.config") or "").split():
+        name, _, value = item.partition("=")
+        if name == "principal":
+            unsecured = value
+    settings = OAuthSettings(
+        token_endpoint=endpoint, client_id=client_id or options.get("clientId"),
+        client_secret=Secret(s) if (s := secret or options.get("clientSecret")) else None,
+        scope=scope or options.get("scope"), unsecured_principal=unsecured)
+    if endpoint is None and unsecured is None:
+        raise cfg.error("sasl.mechanism", "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url",
+                        "an https:// OIDC endpoint with clientId/clientSecret, or file://TOKEN")
+    if endpoint is not None and not endpoint.startswith(("https://", "http://", "file://")):
+        raise cfg.error("sasl.oauthbearer.token.endpoint.url", "expected an https:// or file:// URL")
+    if (endpoint or "").startswith("http") and (not settings.client_id or not settings.client_secret):
+        raise cfg.error("sasl.oauthbearer.token.endpoint.url", "needs a client id and secret",
+                        'set clientId="…" clientSecret="…" in sasl.jaas.config, or '
+                        "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret")
+    return settings
+
+
+def config_from_properties(text: str, *, bootstrap: str | None, source: str,
+                           env: Mapping[str, str]) -> ConnectionConfig:
+    """Build a ConnectionConfig from properties text; ``bootstrap`` wins over the file's."""
+    cfg = _Settings(parse_properties(text), source, env)
+    ignored = _check_keys(cfg)
+    bootstrap_key, from_file = cfg.first("bootstrap.servers", "metadata.broker.list")
+    bootstrap = bootstrap or from_file
+    if bootstrap is None:
+        raise KqplanError("no bootstrap server given",
+                          hint=f"pass --bootstrap-server HOST:PORT or set {ENV_BOOTSTRAP}")
+    check_bootstrap(bootstrap, where=cfg.where(bootstrap_key) if from_file == bootstrap and
+                    bootstrap_key else "--bootstrap-server")
+    raw_protocol = (cfg.get("security.protocol") or "PLAINTEXT").upper()
+    if raw_protocol not in SecurityProtocol.__members__:
+        raise cfg.error("security.protocol", f"{raw_protocol} is not a security protocol",
+                        "use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    protocol = SecurityProtocol(raw_protocol)
+    if not protocol.uses_tls:
+        used = [k for k in known.TLS_MATERIAL if k in cfg.by_key]
+        if used:
+            raise cfg.error(used[0], f"is set but security.protocol is {protocol}",
+                            "set security.protocol=SSL (or SASL_SSL)")
+    request_timeout = cfg.integer("request.timeout.ms", 0) or cfg.integer("socket.timeout.ms", 30_000)
+    return ConnectionConfig(
+        bootstrap=bootstrap, security_protocol=protocol,
+        tls=_tls_settings(cfg) if protocol.uses_tls else None,
+        client_id=cfg.get("client.id") or "kqplan", request_timeout_ms=request_timeout,
+        connect_timeout_ms=cfg.integer("socket.connection.setup.timeout.ms", 10_000),
+        receive_message_max_bytes=cfg.integer("receive.message.max.bytes",
+                                              DEFAULT_RECEIVE_MAX_BYTES),
+        source=source, ignored=ignored, **_sasl(cfg, protocol))
+
+
+def check_bootstrap(bootstrap: str, *, where: str) -> None:
+    """``HOST:PORT[,HOST:PORT…]`` (IPv6 as ``[::1]:9092``); a clear error otherwise."""
+    for item in bootstrap.split(","):
+        host, _, port = item.strip().rpartition(":")
+        host = host.split("://", 1)[-1]
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise KqplanError(f"{where}: {item.strip()!r} is not HOST:PORT",
+                              hint="e.g. --bootstrap-server kafka-1.example.com:9092")
+
+
+def load_connection_config(bootstrap: str | None, command_config: Path | None, *,
+                           env: Mapping[str, str] | None = None) -> ConnectionConfig:
+    """Read ``--command-config`` (or ``$KQPLAN_COMMAND_CONFIG``) for ``--bootstrap-server``
+    (or ``$KQPLAN_BOOTSTRAP_SERVER``, or the file's ``bootstrap.servers``)."""
+    env = os.environ if env is None else env
+    bootstrap = bootstrap or env.get(ENV_BOOTSTRAP) or None
+    if command_config is None and env.get(ENV_COMMAND_CONFIG):
+        command_config = Path(env[ENV_COMMAND_CONFIG])
+    if command_config is None:
+        return config_from_properties("", bootstrap=bootstrap, source="(no --command-config)",
+                                      env=env)
+    try:
+        data = command_config.read_bytes()
+    except OSError as exc:
+        raise KqplanError(f"cannot read --command-config {command_config}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")  # java.util.Properties' own encoding
+    return config_from_properties(text, bootstrap=bootstrap, source=str(command_config), env=env)

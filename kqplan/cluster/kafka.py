@@ -1,0 +1,213 @@
+"""A live Kafka cluster behind the ``Cluster`` protocol: DescribeClientQuotas (API 48) and
+AlterClientQuotas (API 49) over :class:`~kqplan.cluster.transport.KafkaTransport`.
+
+Cost, for a fresh process: one TCP connection (ApiVersions, plus SaslHandshake and one
+SaslAuthenticate round per SASL step), then one Metadata for :meth:`identity` and one
+request per :meth:`describe` or :meth:`alter`. ``describe()`` with the default filter asks
+for everything in a single request, however many entities there are.
+
+Retries: describes and validate-only alters change nothing, so they are retried (a bounded
+number of times) on transient failures. A real alter is never retried: when its answer is
+lost, :class:`AlterOutcomeUnknown` tells the caller, who resolves it by describing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from kqplan.cluster.base import (
+    ALL,
+    Alteration,
+    AlterOutcomeUnknown,
+    ClusterIdentity,
+    DescribeFilter,
+    EntityResult,
+    error_name,
+)
+from kqplan.cluster.connection import ConnectionConfig, load_connection_config
+from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
+from kqplan.cluster.transport import KafkaTransport, RawResponse, TransportError, UnsupportedApi
+from kqplan.entity import Entity
+from kqplan.errors import KqplanError
+from kqplan.perf import paused_gc
+from kqplan.state import QuotaState
+
+log = logging.getLogger("kqplan.kafka")
+T = TypeVar("T")
+
+CLUSTER_AUTHORIZATION_FAILED = 31
+_RETRIABLE_CODES = frozenset({7})  # REQUEST_TIMED_OUT (e.g. a broker forwarding to a busy controller)
+_DENIED_HINT = ("grant the principal {operation} on the cluster, e.g. kafka-acls.sh --add "
+                "--allow-principal User:NAME --operation {operation} --cluster")
+
+
+def quota_apis_unsupported(address: str) -> KqplanError:
+    return KqplanError("this cluster does not support client quota APIs (Kafka ≥ 2.6 required)",
+                       hint=f"the broker at {address} does not offer DescribeClientQuotas/"
+                            "AlterClientQuotas; if it is a KRaft controller listener, use a "
+                            "broker listener")
+
+
+def _entity(parts: Iterable[Any]) -> Entity:
+    return Entity.of((p.entity_type, p.entity_name) for p in parts)
+
+
+class KafkaCluster:
+    """The ``Cluster`` protocol over the Kafka wire. Close it (or use ``with``)."""
+
+    def __init__(self, config: ConnectionConfig, *, attempts: int = 3,
+                 retry_backoff_s: float = 0.25) -> None:
+        self.config = config
+        self.transport = KafkaTransport(config)
+        self.attempts = attempts
+        self.retry_backoff_s = retry_backoff_s
+        self._identity: ClusterIdentity | None = None
+
+    @classmethod
+    def connect(cls, bootstrap: str | None, command_config: Path | None, *,
+                env: Mapping[str, str] | None = None) -> KafkaCluster:
+        """From ``--bootstrap-server``/``--command-config`` (or their KQPLAN_* variables);
+        the connection itself opens on first use."""
+        return cls(load_connection_config(bootstrap, command_config, env=env))
+
+    def __repr__(self) -> str:
+        return f"KafkaCluster({self.config.describe()})"
+
+    def __enter__(self) -> KafkaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the Cluster protocol --------------------------------------------------------------------
+
+    def identity(self) -> ClusterIdentity:
+        if self._identity is None:
+            cluster_id = self._retrying(self.transport.cluster_id, "read the cluster id")
+            self._identity = ClusterIdentity(cluster_id, self.config.bootstrap)
+        return self._identity
+
+    def describe(self, flt: DescribeFilter = ALL) -> QuotaState:
+        """One DescribeClientQuotas; ``ALL`` (no components, not strict) is everything."""
+        C = DescribeClientQuotasRequest.ComponentData
+
+        def send() -> DescribeResponse:
+            raw = self._send_raw(DescribeClientQuotasRequest, strict=flt.strict, components=[
+                C(entity_type=c.entity_type, match_type=int(c.match_type), match=c.match)
+                for c in flt.components])
+            try:
+                return decode_describe_response(raw.body, raw.version)
+            except MalformedResponse as exc:
+                raise KqplanError(f"the broker at {self.config.bootstrap} sent a response kqplan "
+                                  f"cannot read: {exc}") from None
+
+        # 100k entities are a few hundred thousand small objects: with the collector paused
+        # they are built in a fraction of the time (reference §5a; benchmarks/describe.py).
+        with paused_gc():
+            response = self._retrying(send, "describe client quotas", check=_describe_error)
+        return response.state or {}
+
+    def alter(self, alterations: Sequence[Alteration], *, validate_only: bool) -> list[EntityResult]:
+        """One AlterClientQuotas; one result per entity, in the broker's order."""
+        if not alterations:
+            return []
+        sent: dict[Entity, Alteration] = {}
+        for alteration in alterations:
+            if alteration.entity in sent:
+                # Kafka would apply the first and report an error for both: never send that.
+                raise KqplanError(f"internal error: {alteration.entity.display} twice in one alter")
+            sent[alteration.entity] = alteration
+
+        def request() -> Any:
+            E = AlterClientQuotasRequest.EntryData
+            return AlterClientQuotasRequest(validate_only=validate_only, entries=[
+                E(entity=[E.EntityData(entity_type=t, entity_name=n) for t, n in a.entity],
+                  ops=[E.OpData(key=op.key, value=0.0 if op.value is None else op.value,
+                                remove=op.remove) for op in a.ops])
+                for a in alterations])
+
+        what = "validate client quota changes" if validate_only else "alter client quotas"
+        if validate_only:  # changes nothing: as safe to repeat as a describe
+            response = self._retrying(lambda: self._send(request()), what)
+        else:
+            try:
+                response = self._send(request())
+            except TransportError as exc:
+                if not exc.maybe_processed:
+                    raise
+                raise AlterOutcomeUnknown(
+                    f"the answer to an alter of {len(alterations)} entities was lost "
+                    f"({exc.message}); it may or may not have been applied") from None
+        results = []
+        for entry in response.entries:
+            entity = _entity(entry.entity)
+            if entity not in sent:
+                raise KqplanError(f"the broker answered for {entity.display}, which was not sent",
+                                  hint="this is a broker bug; run `kqplan plan` to see the state")
+            results.append(EntityResult(entity, entry.error_code, entry.error_message or None))
+        return results
+
+    def close(self) -> None:
+        self.transport.close()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _send(self, request: Any) -> Any:
+        try:
+            return self.transport.send(request)
+        except UnsupportedApi:
+            raise quota_apis_unsupported(self.config.bootstrap) from None
+
+    def _send_raw(self, request_class: Any, **fields: Any) -> RawResponse:
+        try:
+            return self.transport.send_raw(request_class, **fields)
+        except UnsupportedApi:
+            raise quota_apis_unsupported(self.config.bootstrap) from None
+
+    def _retrying(self, call: Callable[[], T], what: str,
+                  check: Callable[[T], KqplanError | None] | None = None) -> T:
+        """``call()`` until it works, at most ``attempts`` times, on transient failures only."""
+        for attempt in range(1, self.attempts + 1):
+            last = attempt == self.attempts
+            try:
+                result = call()
+            except TransportError as exc:
+                if not exc.retriable or last:
+                    raise
+                log.debug("%s: attempt %d failed (%s); retrying", what, attempt, exc.message)
+            else:
+                error = check(result) if check is not None else None
+                if error is None:
+                    return result
+                if last or getattr(error, "code", None) not in _RETRIABLE_CODES:
+                    raise error
+                log.debug("%s: attempt %d failed (%s); retrying", what, attempt, error.message)
+            time.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+
+class DescribeFailed(KqplanError):
+    """The broker answered a describe with an error code."""
+
+    def __init__(self, code: int, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+
+
+def _describe_error(response: DescribeResponse) -> KqplanError | None:
+    code = response.error_code
+    if code == 0:
+        return None
+    text = response.error_message or ""
+    if code == CLUSTER_AUTHORIZATION_FAILED:
+        return DescribeFailed(code, "not authorized to describe client quotas "
+                              "(DESCRIBE_CONFIGS on the cluster)",
+                              hint=_DENIED_HINT.format(operation="DescribeConfigs"))
+    return DescribeFailed(code, f"describe client quotas failed: {error_name(code)}"
+                          + (f": {text}" if text else ""))

@@ -1,0 +1,136 @@
+"""KafkaCluster against tests/cluster/fakebroker.py: retries, lost alters, error mapping.
+Kafka's own semantics are checked against the sandbox and the real broker in
+integration_test.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from kqplan.cluster.base import Alteration, AlterOutcomeUnknown, ClusterIdentity, Op
+from kqplan.cluster.connection import config_from_properties
+from kqplan.cluster.kafka import KafkaCluster
+from kqplan.cluster.transport import ResponseLost
+from kqplan.entity import Entity
+from kqplan.errors import KqplanError
+from tests.cluster.fakebroker import PRE_2_6_APIS, FakeBroker
+
+ALICE = Entity.user("alice")
+SET_ALICE = Alteration(ALICE, (Op("producer_byte_rate", 1024.0),))
+
+
+def cluster(broker: FakeBroker, props: str = "") -> KafkaCluster:
+    config = config_from_properties(props, bootstrap=broker.bootstrap, source="client.properties", env={})
+    return KafkaCluster(config, retry_backoff_s=0.01)
+
+
+def test_round_trip_and_identity():
+    with FakeBroker().running() as b, cluster(b) as c:
+        results = c.alter([SET_ALICE, Alteration(Entity.user_client(None, "etl"),
+                                                 (Op("request_percentage", 50.0),))],
+                          validate_only=False)
+        assert [r.ok for r in results] == [True, True]
+        assert c.describe() == {ALICE: {"producer_byte_rate": 1024.0},
+                                Entity.user_client(None, "etl"): {"request_percentage": 50.0}}
+        assert c.identity() == ClusterIdentity("fake-cluster-id", b.bootstrap)
+        assert c.identity() is c.identity()  # asked once
+        c.alter([Alteration(ALICE, (Op("producer_byte_rate", None),))], validate_only=False)
+        assert ALICE not in c.describe()
+    assert [k for k, _ in b.log if k not in (18,)] == [49, 48, 3, 49, 48]
+
+
+def test_no_alterations_sends_nothing():
+    with FakeBroker().running() as b, cluster(b) as c:
+        assert c.alter([], validate_only=False) == []
+    assert b.log == []
+
+
+def test_unsupported_cluster_message():
+    with FakeBroker(apis=dict(PRE_2_6_APIS)).running() as b, cluster(b) as c:
+        for call in (c.describe, lambda: c.alter([SET_ALICE], validate_only=True)):
+            with pytest.raises(KqplanError) as err:
+                call()
+            assert err.value.message == ("this cluster does not support client quota APIs "
+                                         "(Kafka ≥ 2.6 required)")
+        assert c.identity().cluster_id == "fake-cluster-id"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_lost_alter_is_never_retried(when):
+    with FakeBroker(drop={49: when}).running() as b, cluster(b) as c:
+        with pytest.raises(AlterOutcomeUnknown) as err:
+            c.alter([SET_ALICE], validate_only=False)
+        assert "may or may not have been applied" in err.value.message
+        assert b.log.count((49, 1)) == 1
+        b.drop.clear()
+        assert (ALICE in c.describe()) == (when == "after")
+
+
+def test_a_lost_validate_only_alter_is_retried():
+    with FakeBroker(drop={49: "after"}, drop_times=1).running() as b, cluster(b) as c:
+        assert [r.ok for r in c.alter([SET_ALICE], validate_only=True)] == [True]
+        assert b.log.count((49, 1)) == 2
+        assert c.describe() == {}
+
+
+def test_describe_retries_a_bounded_number_of_times():
+    with FakeBroker(drop={48: "before"}, drop_times=2).running() as b, cluster(b) as c:
+        assert c.describe() == {}
+        assert c.transport.connections == 3
+    with FakeBroker(drop={48: "before"}).running() as b, cluster(b) as c:
+        with pytest.raises(ResponseLost):
+            c.describe()
+        assert b.log.count((48, 1)) == 3
+
+
+def test_describe_not_authorized():
+    with (FakeBroker(describe_error=(31, None)).running() as b, cluster(b) as c,
+          pytest.raises(KqplanError) as err):
+        c.describe()
+    assert err.value.message == ("not authorized to describe client quotas "
+                                 "(DESCRIBE_CONFIGS on the cluster)")
+    assert err.value.hint is not None
+    assert "--operation DescribeConfigs --cluster" in err.value.hint
+    assert b.log.count((48, 1)) == 1  # an answer, not a transient failure: no retry
+
+
+def test_describe_error_with_kafkas_message():
+    with (FakeBroker(describe_error=(42, "Unknown match type 3")).running() as b, cluster(b) as c,
+          pytest.raises(KqplanError) as err):
+        c.describe()
+    assert err.value.message == "describe client quotas failed: INVALID_REQUEST: Unknown match type 3"
+
+
+def test_describe_request_timed_out_code_is_retried():
+    with FakeBroker(describe_error=(7, None)).running() as b, cluster(b) as c:
+        with pytest.raises(KqplanError, match="REQUEST_TIMED_OUT"):
+            c.describe()
+        assert b.log.count((48, 1)) == 3
+
+
+def test_the_same_entity_twice_is_refused_before_sending():
+    with (FakeBroker().running() as b, cluster(b) as c,
+          pytest.raises(KqplanError, match="twice in one alter")):
+        c.alter([SET_ALICE, SET_ALICE], validate_only=True)
+    assert b.log == []
+
+
+def test_names_are_sent_exactly_and_defaults_as_null():
+    odd = Entity.user_client("<default>", " spaced\tname ")
+    with FakeBroker().running() as b, cluster(b) as c:
+        c.alter([Alteration(odd, (Op("producer_byte_rate", 1.0),)),
+                 Alteration(Entity.user(None), (Op("consumer_byte_rate", 2.0),))], validate_only=False)
+        assert b.state == {
+            (("client-id", " spaced\tname "), ("user", "<default>")): {"producer_byte_rate": 1.0},
+            (("user", None),): {"consumer_byte_rate": 2.0}}
+        assert c.describe() == {odd: {"producer_byte_rate": 1.0},
+                                Entity.user(None): {"consumer_byte_rate": 2.0}}
+
+
+def test_connect_from_environment(tmp_path):
+    props = tmp_path / "c.properties"
+    props.write_text("client.id=kqplan-ci\n")
+    with FakeBroker().running() as b, KafkaCluster.connect(
+            None, None, env={"KQPLAN_BOOTSTRAP_SERVER": b.bootstrap,
+                             "KQPLAN_COMMAND_CONFIG": str(props)}) as c:
+        assert c.config.client_id == "kqplan-ci"
+        assert c.describe() == {}

@@ -1,0 +1,224 @@
+"""The kafka-python adapter, over real TCP against tests/cluster/fakebroker.py: the parts of
+kafka-python kqplan depends on (connect, negotiate, SASL, TLS, send, raw bodies, failures)."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import time
+
+import pytest
+from kafka.protocol.admin import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+
+from kqplan.cluster.connection import config_from_properties
+from kqplan.cluster.transport import (
+    AuthenticationFailed,
+    ConnectionFailed,
+    KafkaTransport,
+    RawResponse,
+    ResponseLost,
+    TlsVerificationFailed,
+    UnsupportedApi,
+)
+from tests.cluster.fakebroker import PRE_2_6_APIS, FakeBroker
+
+PASSWORD = "Pw-41f0a2-never-print"
+
+
+def transport(bootstrap: str, props: str = "") -> KafkaTransport:
+    return KafkaTransport(config_from_properties(props, bootstrap=bootstrap, source="client.properties",
+                                                 env={}))
+
+
+def sasl(password: str = PASSWORD) -> str:
+    return ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="alice" password="{password}";\n')
+
+
+def describe_all() -> DescribeClientQuotasRequest:
+    return DescribeClientQuotasRequest(components=[], strict=False)
+
+
+@pytest.fixture
+def broker():
+    with FakeBroker(state={(("user", "alice"),): {"producer_byte_rate": 1024.0}}).running() as b:
+        yield b
+
+
+def test_send_negotiates_the_highest_common_version(broker):
+    with transport(broker.bootstrap) as t:
+        response = t.send(describe_all())
+        assert isinstance(response, DescribeClientQuotasResponse)
+        assert response.API_VERSION == 1
+        assert t.api_versions()[48] == (0, 1)
+    assert broker.log[-1] == (48, 1)
+
+
+def test_an_older_broker_gets_v0():
+    with FakeBroker(apis={18: (0, 3), 3: (0, 12), 48: (0, 0), 49: (0, 0)}).running() as b, \
+            transport(b.bootstrap) as t:
+        assert t.send(describe_all()).API_VERSION == 0
+        assert b.log[-1] == (48, 0)
+
+
+def test_send_raw_keeps_the_body_as_bytes(broker):
+    with transport(broker.bootstrap) as t:
+        raw = t.send_raw(DescribeClientQuotasRequest, components=[], strict=False)
+        decoded = t.send(describe_all())
+    assert isinstance(raw, RawResponse)
+    assert raw.version == 1
+    assert DescribeClientQuotasResponse.decode(raw.body, version=1) == decoded
+
+
+def test_one_connection_and_its_requests(broker):
+    with transport(broker.bootstrap) as t:
+        assert t.cluster_id() == "fake-cluster-id"
+        t.send(describe_all())
+        assert t.connections == 1
+        assert dict(t.sent) == {"Metadata": 1, "DescribeClientQuotas": 1}
+    # kafka-python tries ApiVersions v4 first; a broker without it answers UNSUPPORTED_VERSION.
+    assert broker.log == [(18, 4), (18, 3), (3, 12), (48, 1)]
+
+
+def test_sasl_plain():
+    with FakeBroker(users={"alice": PASSWORD}).running() as b, transport(b.bootstrap, sasl()) as t:
+        t.send(describe_all())
+        assert b.log[:4] == [(18, 4), (18, 3), (17, 1), (36, 2)]
+
+
+def test_wrong_password_is_reported_at_once(caplog):
+    caplog.set_level(logging.DEBUG)
+    with FakeBroker(users={"alice": PASSWORD}).running() as b, \
+            transport(b.bootstrap,
+                      sasl("wrong-" + PASSWORD) + "socket.connection.setup.timeout.ms=20000\n") as t:
+        started = time.monotonic()
+        with pytest.raises(AuthenticationFailed) as err:
+            t.send(describe_all())
+        elapsed = time.monotonic() - started
+        assert t.connections == 1  # no retry with the same credentials
+    assert elapsed < 1.0, "must not wait for a bootstrap timeout"
+    assert err.value.message == (f"authentication failed at {b.bootstrap} as alice (PLAIN): "
+                                 "Invalid username or password")
+    assert err.value.hint == ("check the user name and password in client.properties "
+                              "(sasl.jaas.config, or sasl.username/sasl.password)")
+    assert PASSWORD not in str(err.value)
+    assert PASSWORD not in caplog.text
+
+
+def test_no_secret_in_logs_even_at_debug(caplog):
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("kafka").setLevel(logging.DEBUG)  # someone turns it all on
+    try:
+        with FakeBroker(users={"alice": PASSWORD}).running() as b, transport(b.bootstrap, sasl()) as t:
+            t.send(describe_all())
+    finally:
+        logging.getLogger("kafka").setLevel(logging.INFO)
+    assert "kafka.net" in caplog.text  # kafka-python's records are forwarded...
+    assert PASSWORD not in caplog.text  # ...without the password (SASL frames are DEBUG records)
+
+
+def test_unsupported_api_is_not_sent():
+    with FakeBroker(apis=dict(PRE_2_6_APIS)).running() as b, transport(b.bootstrap) as t:
+        with pytest.raises(UnsupportedApi) as err:
+            t.send(describe_all())
+        assert err.value.api_key == 48
+        assert not err.value.maybe_processed
+        assert (48, 0) not in b.log
+        assert (48, 1) not in b.log
+
+
+def test_connection_refused_then_the_next_bootstrap_server(broker):
+    with transport("127.0.0.1:1") as t, pytest.raises(ConnectionFailed) as err:
+        t.send(describe_all())
+    assert err.value.message.startswith("cannot connect to 127.0.0.1:1: ")
+    assert err.value.retriable
+    assert not err.value.maybe_processed
+    with transport(f"127.0.0.1:1,{broker.bootstrap}") as t:
+        assert t.send(describe_all()).error_code == 0
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_dropped_connection_after_sending_may_have_been_processed(when):
+    with FakeBroker(drop={48: when}).running() as b, transport(b.bootstrap) as t:
+        with pytest.raises(ResponseLost) as err:
+            t.send(describe_all())
+        assert err.value.maybe_processed
+        assert "connection lost" in err.value.message
+        b.drop.clear()  # the transport stays usable
+        assert t.send(describe_all()).error_code == 0
+        assert t.connections == 2
+
+
+def test_timeout_is_a_lost_response():
+    with FakeBroker(delays={48: 5}).running() as b, transport(b.bootstrap, "request.timeout.ms=300\n") as t:
+        started = time.monotonic()
+        with pytest.raises(ResponseLost) as err:
+            t.send(describe_all())
+        assert time.monotonic() - started < 2
+        assert err.value.maybe_processed
+        assert "timed out" in err.value.message
+
+
+def test_a_connection_closed_while_idle_is_replaced_before_sending():
+    with FakeBroker(close_after={3}).running() as b, transport(b.bootstrap) as t:
+        t.cluster_id()
+        time.sleep(0.2)  # the broker hangs up meanwhile
+        assert t.send(describe_all()).error_code == 0
+        assert t.connections == 2
+
+
+def test_answers_bigger_than_the_limit():
+    state = {(("user", f"user-{i}"),): {"producer_byte_rate": 1.0} for i in range(200)}
+    with (FakeBroker(state=state).running() as b,
+          transport(b.bootstrap, "receive.message.max.bytes=1000\n") as t,
+          pytest.raises(ResponseLost) as err):
+        t.send(describe_all())
+    assert "larger than receive.message.max.bytes (1000)" in err.value.message
+
+
+def test_plaintext_client_on_a_sasl_listener_gets_a_hint():
+    with (FakeBroker(users={"alice": PASSWORD}).running() as b, transport(b.bootstrap) as t,
+          pytest.raises(ResponseLost) as err):
+        t.send(describe_all())
+    assert err.value.hint is not None
+    assert "security.protocol" in err.value.hint
+
+
+def tls_server(pki) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki.server_cert, pki.server_key)
+    return ctx
+
+
+def test_tls_with_a_pem_ca(pki):
+    with FakeBroker(ssl_context=tls_server(pki)).running() as b, \
+            transport(b.bootstrap, f"security.protocol=SSL\nssl.truststore.type=PEM\n"
+                                   f"ssl.truststore.location={pki.ca}\n") as t:
+        assert t.send(describe_all()).error_code == 0
+
+
+def test_tls_with_the_wrong_ca_fails_verification(pki):
+    with FakeBroker(ssl_context=tls_server(pki)).running() as b, \
+            transport(b.bootstrap, f"security.protocol=SSL\nssl.ca.location={pki.other_ca}\n") as t:
+        started = time.monotonic()
+        with pytest.raises(TlsVerificationFailed) as err:
+            t.send(describe_all())
+        assert time.monotonic() - started < 1.0
+        assert t.connections == 1
+    assert err.value.message.startswith(f"TLS: the certificate of {b.bootstrap} is not trusted: ")
+    assert "ssl.truststore.location" in (err.value.hint or "")
+
+
+def test_tls_client_on_a_plaintext_listener(broker, pki):
+    with transport(broker.bootstrap, f"security.protocol=SSL\nssl.ca.location={pki.ca}\n") as t, \
+            pytest.raises(ConnectionFailed) as err:
+        t.send(describe_all())
+    assert "TLS handshake" in err.value.message or "cannot connect" in err.value.message
+
+
+def test_close_twice_and_repr(broker):
+    t = transport(broker.bootstrap, sasl())
+    assert PASSWORD not in repr(t)
+    t.close()
+    t.close()
