@@ -432,9 +432,10 @@ def _require_gssapi(config: ConnectionConfig) -> None:
 def _message(exc: BaseException) -> str:
     """kafka-python's text without its ``[Error 58] SaslAuthenticationFailedError:`` prefixes."""
     text = str(exc.args[0]) if exc.args else ""
-    for prefix in (f"{type(exc).__name__}: ", "SaslAuthenticationFailedError: ",
-                   "Authentication failed: ", "Authentication failed due to "):
-        text = text.removeprefix(prefix)
+    prefixes = (f"{type(exc).__name__}: ", "SaslAuthenticationFailedError: ", "Authentication failed: ",
+                "Authentication failed during authentication due to ")
+    while text.startswith(prefixes):
+        text = next(text.removeprefix(p) for p in prefixes if text.startswith(p))
     return text or type(exc).__name__
 
 

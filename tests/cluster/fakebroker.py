@@ -10,7 +10,11 @@ are deliberately minimal: the sandbox and the real broker own those.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
+import os
 import ssl
 import struct
 import threading
@@ -42,7 +46,10 @@ PRE_2_6_APIS = {18: (0, 3), 3: (0, 9), 17: (0, 1), 36: (0, 2)}  # e.g. Kafka 2.5
 @dataclass
 class FakeBroker:
     apis: dict[int, tuple[int, int]] = field(default_factory=lambda: dict(DEFAULT_APIS))
-    users: dict[str, str] | None = None  # PLAIN users; None = no SASL
+    users: dict[str, str] | None = None  # SASL users and passwords; None = no SASL
+    mechanisms: tuple[str, ...] = ("PLAIN",)  # also SCRAM-SHA-256/512, OAUTHBEARER
+    oauth_tokens: set[str] | None = None  # OAUTHBEARER tokens accepted (None: any)
+    seen_tokens: list[str] = field(default_factory=list)
     ssl_context: ssl.SSLContext | None = None
     cluster_id: str = "fake-cluster-id"
     delays: dict[int, float] = field(default_factory=dict)  # api key -> seconds before answering
@@ -69,18 +76,22 @@ class FakeBroker:
             return ApiVersionsResponse(version=version, error_code=0, api_keys=self._api_list(version),
                                        throttle_time_ms=0)
         if key == 17:
-            ok = self.users is not None and req.mechanism == "PLAIN"
+            ok = self.users is not None and req.mechanism in self.mechanisms
+            conn["mechanism"] = req.mechanism
             return SaslHandshakeResponse(version=version, error_code=0 if ok else 33,
-                                         mechanisms=["PLAIN"] if self.users is not None else [])
+                                         mechanisms=list(self.mechanisms) if self.users is not None else [])
         if key == 36:
-            _, user, password = bytes(req.auth_bytes).split(b"\0")
-            if self.users is not None and self.users.get(user.decode()) == password.decode():
-                conn["authenticated"] = True
+            ok, challenge = self._authenticate(conn, bytes(req.auth_bytes))
+            if ok is None or ok:
+                conn["authenticated"] = bool(ok)
                 return SaslAuthenticateResponse(version=version, error_code=0, error_message=None,
-                                                auth_bytes=b"", session_lifetime_ms=0)
+                                                auth_bytes=challenge, session_lifetime_ms=0)
             return SaslAuthenticateResponse(
                 version=version, error_code=58, auth_bytes=b"", session_lifetime_ms=0,
-                error_message="Authentication failed: Invalid username or password")
+                error_message=("Authentication failed: Invalid username or password"  # Kafka's
+                               if conn["mechanism"] == "PLAIN" else
+                               "Authentication failed during authentication due to invalid "
+                               f"credentials with SASL mechanism {conn['mechanism']}"))
         if key == 3:
             broker = MetadataResponse.MetadataResponseBroker(node_id=1, host=self.host, port=self.port,
                                                              rack=None)
@@ -117,6 +128,48 @@ class FakeBroker:
                     for e in entry.entity]))
             return R(version=version, throttle_time_ms=0, entries=out)
         raise AssertionError(key)
+
+    def _authenticate(self, conn: dict, data: bytes) -> tuple[bool | None, bytes]:
+        """(True: done, False: failed, None: continue with the challenge)."""
+        users = self.users or {}
+        mechanism = conn.get("mechanism")
+        if mechanism == "PLAIN":
+            _, user, password = data.split(b"\0")
+            return users.get(user.decode()) == password.decode(), b""
+        if mechanism == "OAUTHBEARER":  # "n,,\x01auth=Bearer <token>\x01\x01"
+            token = data.decode().split("auth=Bearer ", 1)[-1].split("\x01", 1)[0]
+            self.seen_tokens.append(token)
+            return self.oauth_tokens is None or token in self.oauth_tokens, b""
+        return self._scram(conn, data, users)
+
+    @staticmethod
+    def _scram(conn: dict, data: bytes, users: dict[str, str]) -> tuple[bool | None, bytes]:
+        """RFC 5802 server side, enough for kafka-python's client."""
+        digest = hashlib.sha256 if conn["mechanism"] == "SCRAM-SHA-256" else hashlib.sha512
+        text = data.decode()
+        if "client_first" not in conn:
+            bare = text.split(",", 2)[2]
+            fields = dict(item.split("=", 1) for item in bare.split(","))
+            nonce = fields["r"] + "srv" + base64.b64encode(os.urandom(9)).decode()
+            salt = os.urandom(16)
+            first = f"r={nonce},s={base64.b64encode(salt).decode()},i=4096"
+            conn.update(client_first=bare, server_first=first, user=fields["n"], salt=salt)
+            return None, first.encode()
+        fields = dict(item.split("=", 1) for item in text.split(","))
+        without_proof = text.rsplit(",p=", 1)[0]
+        auth_message = ",".join([conn["client_first"], conn["server_first"], without_proof]).encode()
+        password = users.get(conn["user"])
+        if password is None:
+            return False, b""
+        salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), conn["salt"], 4096)
+        client_key = hmac.new(salted, b"Client Key", digest).digest()
+        signature = hmac.new(digest(client_key).digest(), auth_message, digest).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        if base64.b64decode(fields["p"]) != proof:
+            return False, b""
+        server_key = hmac.new(salted, b"Server Key", digest).digest()
+        verifier = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
+        return True, f"v={verifier}".encode()
 
     def _api_list(self, version: int):
         return [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)

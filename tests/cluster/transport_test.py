@@ -222,3 +222,81 @@ def test_close_twice_and_repr(broker):
     assert PASSWORD not in repr(t)
     t.close()
     t.close()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_scram(mechanism):
+    jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="alice" password="{PASSWORD}";')
+    props = f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\nsasl.jaas.config={jaas}\n"
+    with FakeBroker(users={"alice": PASSWORD}, mechanisms=(mechanism,)).running() as b:
+        with transport(b.bootstrap, props) as t:
+            assert t.send(describe_all()).error_code == 0
+        with (transport(b.bootstrap, props.replace(PASSWORD, "nope")) as t,
+              pytest.raises(AuthenticationFailed) as err):
+            t.send(describe_all())
+    assert err.value.message == (f"authentication failed at {b.bootstrap} as alice ({mechanism}): "
+                                 f"invalid credentials with SASL mechanism {mechanism}")
+
+
+def test_sasl_oauthbearer_unsecured_and_token_file(tmp_path):
+    import base64
+    import json
+
+    with FakeBroker(users={}, mechanisms=("OAUTHBEARER",)).running() as b:
+        with transport(b.bootstrap, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                                    "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
+                                    'OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";\n'
+                       ) as t:
+            assert t.send(describe_all()).error_code == 0
+        header, payload, signature = b.seen_tokens[-1].split(".")
+        assert json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "none"}
+        assert json.loads(base64.urlsafe_b64decode(payload + "=="))["sub"] == "admin"
+        assert signature == ""
+        token = tmp_path / "token.jwt"
+        token.write_text("eyJ.file.token\n")
+        b.oauth_tokens = {"eyJ.file.token"}
+        with transport(b.bootstrap, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                                    f"sasl.oauthbearer.token.endpoint.url=file://{token}\n") as t:
+            assert t.send(describe_all()).error_code == 0
+
+
+def test_sasl_oauthbearer_client_credentials():
+    import http.server
+    import threading
+    import urllib.parse
+
+    requests = []
+
+    class Idp(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            requests.append((self.headers["Authorization"], urllib.parse.parse_qs(body)))
+            ok = self.headers["Authorization"] == "Basic a3FwbGFuOnMzY3IzdA=="  # kqplan:s3cr3t
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            if ok:
+                self.wfile.write(b'{"access_token": "tok-123", "expires_in": 3600}')
+
+        def log_message(self, *args):
+            pass
+
+    idp = http.server.HTTPServer(("127.0.0.1", 0), Idp)
+    threading.Thread(target=idp.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{idp.server_address[1]}/token"
+    props = ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+             f"sasl.oauthbearer.token.endpoint.url={url}\nsasl.oauthbearer.client.id=kqplan\n"
+             "sasl.oauthbearer.client.secret=s3cr3t\nsasl.oauthbearer.scope=kafka\n")
+    try:
+        with FakeBroker(users={}, mechanisms=("OAUTHBEARER",), oauth_tokens={"tok-123"}).running() as b:
+            with transport(b.bootstrap, props) as t:
+                assert t.send(describe_all()).error_code == 0
+            assert requests[-1][1] == {"grant_type": ["client_credentials"], "scope": ["kafka"]}
+            with (transport(b.bootstrap, props.replace("s3cr3t", "wrong")) as t,
+                  pytest.raises(AuthenticationFailed) as err):
+                t.send(describe_all())
+            assert err.value.message == f"the OAuth token endpoint {url} answered HTTP 401"
+            assert "wrong" not in str(err.value)
+    finally:
+        idp.shutdown()
