@@ -388,7 +388,7 @@ class KafkaTransport:
                                              self.config.connect_timeout_ms + _GRACE_S * 1000)
             except Exception as exc:
                 conn.close()
-                error = _explain(exc, self.config, sent=False, where=where)
+                error = _explain(exc, self.config, sent=False, where=where, waiting_for=_waiting_for(conn))
                 if not isinstance(error, ConnectionFailed):
                     raise error from None  # wrong password, untrusted certificate: stop here
                 failures.append(error)
@@ -413,6 +413,29 @@ class KafkaTransport:
         except Exception as exc:
             conn.close()
             raise _explain(exc, self.config, sent=True, request=request, first=first) from None
+
+
+_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36
+
+
+def _waiting_for(conn: Any) -> int | None:
+    """The API key of the last request on ``conn`` still waiting for its answer, if any.
+
+    Why: Kafka answers a failed SASL authentication and closes the connection at once
+    (after ``connection.failed.authentication.delay.ms``), and kafka-python drops an answer
+    that arrives in the same read as the end of the connection. Then all that is left is
+    "socket disconnected" while a SaslAuthenticate was outstanding: that is an
+    authentication failure. Reads kafka-python's frame parser, which keeps the header of
+    every request sent until its answer is read.
+    """
+    pending = getattr(getattr(conn, "parser", None), "in_flight_requests", None)
+    if not pending:
+        return None
+    return getattr(pending[-1], "request_api_key", None)
+
+
+_MISMATCH_HINT = ("if the broker hangs up at the first request, check security.protocol (it is {}): "
+                  "a TLS listener needs SSL or SASL_SSL, a SASL listener SASL_PLAINTEXT or SASL_SSL")
 
 
 def _require_gssapi(config: ConnectionConfig) -> None:
@@ -440,7 +463,8 @@ def _message(exc: BaseException) -> str:
 
 
 def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where: str | None = None,
-             request: Any = None, first: bool = False) -> TransportError:
+             request: Any = None, first: bool = False,
+             waiting_for: int | None = None) -> TransportError:
     """Turn a kafka-python failure into one of ours, in kqplan's words and without secrets."""
     where = where or config.bootstrap
     text = config.redact(_message(exc))
@@ -449,6 +473,10 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
         return exc
     if isinstance(exc, KqplanError):
         return TransportError(exc.message, hint=exc.hint)
+    if isinstance(exc, kerrors.KafkaConnectionError) and waiting_for == _SASL_AUTHENTICATE:
+        exc = kerrors.SaslAuthenticationFailedError(
+            "the broker closed the connection during authentication")
+        text = _message(exc)
     if isinstance(exc, kerrors.SaslAuthenticationFailedError):
         return AuthenticationFailed(
             f"authentication failed at {where} as {config.sasl_username or '(no user)'} "
@@ -460,8 +488,8 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
                                     f"{config.sasl_mechanism}: {text}",
                                     hint="set sasl.mechanism to one the broker enables")
     if isinstance(exc, kerrors.IllegalSaslStateError):
-        return AuthenticationFailed(f"the listener at {where} did not expect SASL: {text}",
-                                    hint="check security.protocol: the listener may be PLAINTEXT or SSL")
+        return AuthenticationFailed(f"the listener at {where} does not use SASL",
+                                    hint="check security.protocol: PLAINTEXT or SSL for this listener")
     if isinstance(exc, kerrors.IncompatibleBrokerVersion):
         name = type(request).__name__.removesuffix("Request") if request is not None else "an API"
         return UnsupportedApi(f"the broker at {where} does not support {name}: {text}",
@@ -482,11 +510,14 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
                             hint="raise receive.message.max.bytes in --command-config")
     if sent:
         timed_out = isinstance(exc, (kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError))
-        hint = None
-        if first and not timed_out:
-            hint = ("the broker closed the connection at the first request; if the listener "
-                    "needs SASL or TLS, set security.protocol in --command-config")
         return ResponseLost(f"no answer from {where} "
-                            f"({'timed out' if timed_out else 'connection lost'}: {text})", hint=hint)
+                            f"({'timed out' if timed_out else 'connection lost'}: {text})",
+                            # a SASL listener drops a client that skips authentication
+                            hint=_MISMATCH_HINT.format(config.security_protocol)
+                            if first and not timed_out else None)
+    if waiting_for in (_API_VERSIONS, _SASL_HANDSHAKE) and isinstance(exc, kerrors.KafkaConnectionError):
+        # Reached, then hung up on at the first request: the listener speaks something else.
+        return ConnectionFailed(f"{where} closed the connection at the first request ({text})",
+                                hint=_MISMATCH_HINT.format(config.security_protocol))
     return ConnectionFailed(f"cannot connect to {where}: {text}",
                             hint="check --bootstrap-server and that the broker is up")

@@ -86,6 +86,7 @@ class FakeBroker:
                 conn["authenticated"] = bool(ok)
                 return SaslAuthenticateResponse(version=version, error_code=0, error_message=None,
                                                 auth_bytes=challenge, session_lifetime_ms=0)
+            conn["auth_failed"] = True
             return SaslAuthenticateResponse(
                 version=version, error_code=58, auth_bytes=b"", session_lifetime_ms=0,
                 error_message=("Authentication failed: Invalid username or password"  # Kafka's
@@ -207,6 +208,10 @@ class FakeBroker:
                 flexible = {48: 1, 49: 1, 3: 9, 36: 2}.get(key, 99) <= version
                 header = struct.pack(">i", corr) + (b"\0" if flexible else b"")
                 writer.write(struct.pack(">i", len(header) + len(body)) + header + body)
+                if conn.get("auth_failed"):
+                    # As Kafka does: the failure answer, then the connection closed at once
+                    # (kafka-python then often sees both in one read and loses the answer).
+                    return
                 await writer.drain()
                 if key in self.close_after:
                     # Later, as an idle timeout would: kafka-python drops a response that
