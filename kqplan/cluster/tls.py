@@ -1,0 +1,128 @@
+"""TLS for Kafka connections: PEM certificates only, verification on unless turned off.
+
+Python's ``ssl`` reads PEM (files, or CA text in memory); Java's JKS/PKCS#12 stores are
+refused with a conversion hint where the settings are read (kqplan/cluster/connection.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import ssl
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kqplan.errors import KqplanError
+
+
+class Secret:
+    """A string that does not show itself: ``repr``, ``str`` and f-strings print ``***``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The value; only for handing to the network layer."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    def __str__(self) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """Certificates are PEM (files or inline text); Java keystores must be converted first."""
+
+    ca_file: str | None = None
+    ca_pem: str | None = None
+    cert_file: str | None = None
+    cert_pem: str | None = None
+    key_file: str | None = None
+    key_pem: Secret | None = None
+    key_password: Secret | None = None
+    crl_file: str | None = None
+    check_hostname: bool = True
+    verify: bool = True
+    tls13_only: bool = False
+
+
+@contextlib.contextmanager
+def _pem_files(cert_pem: str, key_pem: str) -> Iterator[tuple[str, str]]:
+    """Python's ssl loads client certificates only from files: write inline PEM to a private
+    directory (mode 0700) just long enough to load it."""
+    with tempfile.TemporaryDirectory(prefix="kqplan-tls-") as directory:
+        paths = []
+        for name, text in (("cert.pem", cert_pem), ("key.pem", key_pem)):
+            path = os.path.join(directory, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            paths.append(path)
+        yield paths[0], paths[1]
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def normalize_pem(text: str) -> str:
+    """Restore the line breaks of PEM written on one line (Java accepts that in properties
+    values; OpenSSL does not). Blocks that already have line breaks are kept as they are."""
+    def reflow(match: re.Match[str]) -> str:
+        label, body = match.group(1), match.group(2)
+        if "\n" in body.strip():
+            return match.group(0)
+        data = "".join(body.split())
+        chunks = [data[i:i + 64] for i in range(0, len(data), 64)]
+        return "\n".join([f"-----BEGIN {label}-----", *chunks, f"-----END {label}-----"])
+
+    return _PEM_BLOCK.sub(reflow, text)
+
+
+def build_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
+    """A client context: TLS 1.2+, the given CA (else the system's), hostname checks on."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3 if tls.tls13_only else ssl.TLSVersion.TLSv1_2
+    what = "the CA certificates"
+    try:
+        if not tls.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx.check_hostname = tls.check_hostname
+            if tls.ca_file is None and tls.ca_pem is None:
+                ctx.load_default_certs()
+            if tls.ca_file is not None:
+                ctx.load_verify_locations(cafile=tls.ca_file)
+            if tls.ca_pem is not None:
+                ctx.load_verify_locations(cadata=normalize_pem(tls.ca_pem))
+            if tls.crl_file is not None:
+                what = f"the CRL {tls.crl_file}"
+                ctx.load_verify_locations(cafile=tls.crl_file)
+                ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+        password = tls.key_password.reveal() if tls.key_password else None
+        what = "the client certificate and key"
+        if tls.cert_file is not None:
+            ctx.load_cert_chain(tls.cert_file, tls.key_file, password)
+        elif tls.cert_pem is not None and tls.key_pem is not None:
+            with _pem_files(normalize_pem(tls.cert_pem),
+                            normalize_pem(tls.key_pem.reveal())) as (cert, key):
+                ctx.load_cert_chain(cert, key, password)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc.__class__.__name__
+        hint = ("check ssl.key.password" if "DECRYPT" in str(reason).upper()
+                else "certificates and keys must be PEM")
+        raise KqplanError(f"cannot load {what}: {reason}", hint=hint) from None
+    return ctx
