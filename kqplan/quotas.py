@@ -7,7 +7,6 @@ offline is what Kafka accepts, and the sandbox broker answers with the same word
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -118,24 +117,10 @@ def value_error(key: str, value: float) -> str | None:
     return None
 
 
-def is_ip_literal(name: str) -> bool:
-    """True for an IPv4 or IPv6 literal (what every Kafka controller accepts without DNS)."""
-    candidate = name[1:-1] if name.startswith("[") and name.endswith("]") else name
-    try:
-        ipaddress.ip_address(candidate)
-    except ValueError:
-        return False
-    return True
-
-
 def ip_error(name: Name) -> str | None:
     """Kafka's message for an ip name the controller cannot resolve (null = default: valid)."""
-    if name is None or is_ip_literal(name):
-        return None
-    import socket
+    from kqplan.ipnames import resolvable
 
-    try:
-        socket.getaddrinfo(name, None)
-    except (OSError, UnicodeError, ValueError):
-        return f"{name} is not a valid IP or resolvable host."
-    return None
+    if name is None or resolvable(name):
+        return None
+    return f"{name} is not a valid IP or resolvable host."

@@ -28,6 +28,7 @@ from kqplan.entity import (
     Name,
     unescape_name,
 )
+from kqplan.ipnames import literal_verdict
 from kqplan.manifest.loader import (
     LoadedManifest,
     Loc,
@@ -41,7 +42,6 @@ from kqplan.perf import paused_gc
 from kqplan.quotas import (
     QUOTA_KEYS,
     entity_error,
-    is_ip_literal,
     key_error,
     keys_for,
     value_error,
@@ -324,8 +324,11 @@ class _Compiler:
             return False
         if IP in entity:
             name = entity.name(IP)
-            if name is not None and not is_ip_literal(name) and (
-                    all(c.isdigit() or c == "." for c in name) or any(c.isspace() for c in name)):
+            # Offline: refuse what the JDK refuses as a literal, and names no resolver takes
+            # (digits and dots that are no address, whitespace); other host names need DNS.
+            verdict = literal_verdict(name) if name is not None else True
+            if verdict is False or (verdict is None and name is not None and (
+                    all(c.isdigit() or c == "." for c in name) or any(c.isspace() for c in name))):
                 self.report(source, Pending(
                     "KQP105", f"'{name}' is not a valid IP address", (*loc, IP),
                     hint="write an IPv4/IPv6 address or a resolvable host name"))

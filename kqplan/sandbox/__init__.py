@@ -1,0 +1,1 @@
+"""The sandbox: a Kafka-wire-compatible client-quota broker for tests and local runs."""
