@@ -1,1 +1,15 @@
 """The sandbox: a Kafka-wire-compatible client-quota broker for tests and local runs."""
+
+from kqplan.sandbox.broker import (
+    DEFAULT_CLUSTER_ID,
+    Listener,
+    Operation,
+    RequestRecord,
+    Sandbox,
+    SandboxConfig,
+    SaslUser,
+)
+from kqplan.sandbox.faults import Drop, Fault, Faults
+
+__all__ = ["DEFAULT_CLUSTER_ID", "Drop", "Fault", "Faults", "Listener", "Operation", "RequestRecord",
+           "Sandbox", "SandboxConfig", "SaslUser"]

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -26,6 +27,9 @@ from kqplan.entity import Entity
 from kqplan.errors import KqplanError
 from kqplan.state import QuotaState
 from tests.cluster.proxy import CountingProxy
+
+if TYPE_CHECKING:
+    from kqplan.sandbox import SandboxConfig
 
 
 @dataclass(frozen=True)
@@ -58,25 +62,35 @@ def _password_map(users) -> dict[str, str]:
 
 
 def _real_kafka(request) -> Target:
-    try:
-        broker = request.getfixturevalue("real_kafka")
-    except pytest.FixtureLookupError:
-        pytest.skip("the real-broker harness (tests/kafka) is not available")
+    broker = request.getfixturevalue("real_kafka")
     return Target("real_kafka", broker.bootstrap, getattr(broker, "sasl_bootstrap", None),
                   getattr(broker, "ssl_bootstrap", None), getattr(broker, "ca_file", None),
                   _password_map(getattr(broker, "users", {})))
 
 
-@pytest.fixture(params=["sandbox", "real_kafka"])
-def target(request) -> Iterator[Target]:
+SANDBOX_USERS = {"admin": "admin-secret", "reader": "reader-secret", "nobody": "nobody-secret"}
+
+
+def sandbox_config(pki) -> SandboxConfig:
+    """Listeners and users like the real test broker's: PLAINTEXT, SASL_PLAINTEXT, SSL."""
+    from kqplan.sandbox import Listener, Operation, SandboxConfig, SaslUser
+
+    users = {"admin": SaslUser(SANDBOX_USERS["admin"], super_user=True),
+             "reader": SaslUser(SANDBOX_USERS["reader"], frozenset({Operation.DESCRIBE_CONFIGS})),
+             "nobody": SaslUser(SANDBOX_USERS["nobody"])}
+    return SandboxConfig(port=0, users=users, extra_listeners=(
+        Listener(sasl=True), Listener(tls_cert=pki.server_cert, tls_key=pki.server_key)))
+
+
+@pytest.fixture(params=["sandbox", pytest.param("real_kafka", marks=pytest.mark.real_kafka)])
+def target(request, pki) -> Iterator[Target]:
     if request.param == "real_kafka":
         yield _real_kafka(request)
         return
-    sandbox = pytest.importorskip("kqplan.sandbox", reason="the sandbox is not available")
-    if not hasattr(sandbox, "Sandbox"):
-        pytest.skip("the sandbox is not available yet")
-    with sandbox.Sandbox.start(sandbox.SandboxConfig(port=0)) as sb:
-        yield Target("sandbox", sb.bootstrap)
+    from kqplan.sandbox import Sandbox
+
+    with Sandbox.start(sandbox_config(pki)) as sb:
+        yield Target("sandbox", sb.bootstrap, sb.address(1), sb.address(2), pki.ca, SANDBOX_USERS)
 
 
 def unique(tag: str) -> str:

@@ -1,0 +1,163 @@
+"""The APIs the sandbox serves: which versions, and each request's translation to and from the
+engine, with kafka-python's generated classes doing the bytes (clients-and-spark §3).
+
+A Kafka broker advertises SaslHandshake/SaslAuthenticate on every listener and answers an
+ApiVersions request newer than it knows with a v0 UNSUPPORTED_VERSION body (ref §1.1); any
+other unknown API or version makes it close the connection, which the broker module does.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeComponent, DescribeResult, WireOp
+
+API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
+DESCRIBE_QUOTAS, ALTER_QUOTAS, DESCRIBE_CLUSTER = 48, 49, 60
+UNSUPPORTED_VERSION = 35
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+
+SUPPORTED: dict[int, tuple[int, int]] = {
+    METADATA: (0, 12), SASL_HANDSHAKE: (0, 1), API_VERSIONS: (0, 3), SASL_AUTHENTICATE: (0, 2),
+    DESCRIBE_QUOTAS: (0, 1), ALTER_QUOTAS: (0, 1), DESCRIBE_CLUSTER: (0, 1),
+}
+API_NAMES = {METADATA: "Metadata", SASL_HANDSHAKE: "SaslHandshake", API_VERSIONS: "ApiVersions",
+             SASL_AUTHENTICATE: "SaslAuthenticate", DESCRIBE_QUOTAS: "DescribeClientQuotas",
+             ALTER_QUOTAS: "AlterClientQuotas", DESCRIBE_CLUSTER: "DescribeCluster"}
+REQUESTS: dict[int, Any] = {
+    METADATA: MetadataRequest, SASL_HANDSHAKE: SaslHandshakeRequest, API_VERSIONS: ApiVersionsRequest,
+    SASL_AUTHENTICATE: SaslAuthenticateRequest, DESCRIBE_QUOTAS: DescribeClientQuotasRequest,
+    ALTER_QUOTAS: AlterClientQuotasRequest, DESCRIBE_CLUSTER: DescribeClusterRequest,
+}
+# The first version of each API with flexible (tagged) headers: their response header carries
+# an empty tag section. ApiVersions' response header is always v0 (KIP-511).
+FIRST_FLEXIBLE = {METADATA: 9, SASL_HANDSHAKE: 99, API_VERSIONS: 99, SASL_AUTHENTICATE: 2,
+                  DESCRIBE_QUOTAS: 1, ALTER_QUOTAS: 1, DESCRIBE_CLUSTER: 0}
+
+PLAIN_FAILURE = "Authentication failed: Invalid username or password"  # PlainServerCallbackHandler
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def read_header(payload: bytes) -> Header:
+    """The request header fields every version shares (v1 layout up to the client id)."""
+    api_key, api_version, correlation_id, size = struct.unpack_from(">hhih", payload)
+    client_id = None if size < 0 else payload[10:10 + size].decode("utf-8", "replace")
+    return Header(api_key, api_version, correlation_id, client_id)
+
+
+def frame(correlation_id: int, api_key: int, version: int, body: bytes) -> bytes:
+    """Size prefix, response header, body."""
+    flexible = version >= FIRST_FLEXIBLE.get(api_key, 99)
+    header = struct.pack(">i", correlation_id) + (b"\0" if flexible else b"")
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def decode(header: Header, payload: bytes) -> Any:
+    return REQUESTS[header.api_key][header.api_version].decode(payload, header=True)
+
+
+def api_versions(version: int) -> bytes:
+    """The ApiVersions answer; above v3 the v0 error body clients fall back from (ref §1.1)."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(SUPPORTED.items())]
+    if version > SUPPORTED[API_VERSIONS][1]:
+        return bytes(ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=keys).encode())
+    return bytes(ApiVersionsResponse(version=version, error_code=0, api_keys=keys,
+                                     throttle_time_ms=0).encode())
+
+
+def metadata(version: int, host: str, port: int, cluster_id: str) -> bytes:
+    """One broker, node 1, which is also the controller, at the address the client dialled."""
+    broker = MetadataResponse.MetadataResponseBroker(node_id=1, host=host, port=port, rack=None)
+    return bytes(MetadataResponse(version=version, throttle_time_ms=0, brokers=[broker],
+                                  cluster_id=cluster_id, controller_id=1, topics=[]).encode())
+
+
+def describe_cluster(version: int, host: str, port: int, cluster_id: str) -> bytes:
+    broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=1, host=host, port=port, rack=None)
+    fields: dict[str, Any] = {"endpoint_type": 1} if version >= 1 else {}
+    return bytes(DescribeClusterResponse(version=version, throttle_time_ms=0, error_code=0,
+                                         error_message=None, cluster_id=cluster_id, controller_id=1,
+                                         brokers=[broker], **fields).encode())
+
+
+def sasl_handshake(version: int, mechanism: str, mechanisms: Sequence[str]) -> tuple[bytes, bool]:
+    ok = mechanism in mechanisms
+    body = SaslHandshakeResponse(version=version, error_code=0 if ok else UNSUPPORTED_SASL_MECHANISM,
+                                 mechanisms=list(mechanisms))
+    return bytes(body.encode()), ok
+
+
+def sasl_authenticate(version: int, error: str | None) -> bytes:
+    return bytes(SaslAuthenticateResponse(
+        version=version, error_code=SASL_AUTHENTICATION_FAILED if error else 0, error_message=error,
+        auth_bytes=b"", session_lifetime_ms=0).encode())
+
+
+def plain_credentials(token: bytes) -> tuple[str, str] | None:
+    """RFC 4616: ``[authzid] NUL authcid NUL passwd``; None when malformed."""
+    parts = token.split(b"\0")
+    if len(parts) != 3:
+        return None
+    try:
+        return parts[1].decode("utf-8"), parts[2].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def describe_request(request: Any) -> tuple[list[DescribeComponent], bool]:
+    return ([DescribeComponent(c.entity_type, c.match_type, c.match) for c in request.components],
+            bool(request.strict))
+
+
+def describe_response(version: int, result: DescribeResult) -> bytes:
+    R = DescribeClientQuotasResponse
+    entries = None if result.entries is None else [
+        R.EntryData(entity=[R.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                    values=[R.EntryData.ValueData(key=k, value=v) for k, v in values])
+        for entity, values in result.entries]
+    return bytes(R(version=version, throttle_time_ms=0, error_code=result.error_code,
+                   error_message=result.error_message, entries=entries).encode())
+
+
+def alter_request(request: Any) -> tuple[list[AlterEntry], bool]:
+    entries = [AlterEntry(tuple([(e.entity_type, e.entity_name) for e in entry.entity]),
+                          tuple([WireOp(op.key, op.value, bool(op.remove)) for op in entry.ops]))
+               for entry in request.entries]
+    return entries, bool(request.validate_only)
+
+
+def alter_response(version: int, results: Sequence[AlterResult]) -> bytes:
+    R = AlterClientQuotasResponse
+    entries = [R.EntryData(error_code=r.error_code, error_message=r.error_message,
+                           entity=[R.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in r.entity])
+               for r in results]
+    return bytes(R(version=version, throttle_time_ms=0, entries=entries).encode())

@@ -1,0 +1,444 @@
+"""The sandbox broker: asyncio listeners speaking the Kafka wire, in front of the quota engine.
+
+One engine (the cluster's quota state) serves every listener; requests are handled one at a
+time under a lock, which is also what makes a committed alter and its snapshot write atomic.
+``Sandbox.start`` runs it on a background thread for tests and ``--sandbox``;
+``serve_forever`` runs it in the foreground for ``kqplan sandbox``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import ssl
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TextIO
+
+from kqplan.entity import Entity
+from kqplan.sandbox import apis
+from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
+from kqplan.sandbox.faults import Drop, Fault, Faults
+from kqplan.state import QuotaState, snapshot_to_json, write_atomically
+
+DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
+MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
+
+
+class Operation(StrEnum):
+    """The cluster ACL operations the quota RPCs check (ref §1.5)."""
+
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    ALTER_CONFIGS = "ALTER_CONFIGS"
+
+
+@dataclass(frozen=True, slots=True)
+class SaslUser:
+    """A PLAIN user and what it may do; a super user may do everything."""
+
+    password: str
+    operations: frozenset[Operation] = frozenset()
+    super_user: bool = False
+
+    def may(self, operation: Operation) -> bool:
+        # Kafka: ALTER_CONFIGS implies DESCRIBE_CONFIGS (AclEntry.supportedOperations)
+        return self.super_user or operation in self.operations or (
+            operation is Operation.DESCRIBE_CONFIGS and Operation.ALTER_CONFIGS in self.operations)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One listening socket. SASL listeners demand PLAIN authentication; TLS needs cert and key."""
+
+    port: int = 0
+    sasl: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    @property
+    def protocol(self) -> str:
+        """Its ``security.protocol``, as a client would configure it."""
+        return ("SASL_" if self.sasl else "") + ("SSL" if self.tls_cert else "PLAINTEXT")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    """The first listener's port (0: pick one); more listeners in ``extra_listeners``."""
+    sasl: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    extra_listeners: tuple[Listener, ...] = ()
+    cluster_id: str = DEFAULT_CLUSTER_ID
+    seed: QuotaState | None = None
+    state_file: Path | None = None
+    """Load from it at start (unless ``seed``) and write every committed alter to it."""
+    users: Mapping[str, SaslUser] = field(default_factory=dict)
+    request_log: Path | None = None
+    faults: Sequence[Fault] = ()
+    lag_ms: int = 0
+    resolve_host: Callable[[str], bool] | None = None
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        return (Listener(self.port, self.sasl, self.tls_cert, self.tls_key), *self.extra_listeners)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request served, as ``--request-log`` writes it."""
+
+    api_key: int
+    api_name: str
+    api_version: int
+    client_id: str | None
+    connection: int
+    entries: int | None = None
+    error_codes: tuple[int, ...] = ()
+    validate_only: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
+                "client_id": self.client_id, "connection": self.connection, "entries": self.entries,
+                "error_codes": sorted(set(self.error_codes)), "validate_only": self.validate_only}
+
+
+class _Close(Exception):
+    """Close the connection without answering (what a broker does with garbage)."""
+
+
+@dataclass
+class _Connection:
+    id: int
+    listener: Listener
+    address: tuple[str, int]
+    user: str | None = None
+    mechanism: str | None = None
+    raw_sasl: bool = False  # SaslHandshake v0: the next frame is a bare PLAIN token
+
+
+class Sandbox:
+    """A running sandbox broker (see ``start`` and ``serve_forever``)."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        seed = config.seed
+        if seed is None and config.state_file is not None and config.state_file.exists():
+            from kqplan.state import read_snapshot
+
+            seed, _ = read_snapshot(config.state_file)
+        self.engine = QuotaEngine(seed, resolve_host=config.resolve_host)
+        self.cluster_id = config.cluster_id
+        self.faults = Faults(lag_ms=config.lag_ms)
+        for fault in config.faults:
+            self.faults.add(fault)
+        self.requests: list[RequestRecord] = []
+        self.addresses: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+        self._connections = 0
+        self._stale: tuple[float, QuotaEngine] | None = None  # (until, engine before the alter)
+        self._describe_cache: dict[int, bytes] = {}
+        self._log_file: TextIO | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._thread: threading.Thread | None = None
+
+    # -- addresses and state -------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        """HOST:PORT of the first listener."""
+        host, port = self.addresses[0]
+        return f"{host}:{port}"
+
+    def address(self, index: int) -> str:
+        host, port = self.addresses[index]
+        return f"{host}:{port}"
+
+    @property
+    def state(self) -> QuotaState:
+        with self._lock:
+            return self.engine.state
+
+    def requests_of(self, api_key: int) -> list[RequestRecord]:
+        with self._lock:
+            return [r for r in self.requests if r.api_key == api_key]
+
+    # -- running -------------------------------------------------------------------------------
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls, config: SandboxConfig) -> Iterator[Sandbox]:
+        """Run on a background thread until the block ends."""
+        sandbox = cls(config)
+        loop = asyncio.new_event_loop()
+        sandbox._loop = loop
+        thread = threading.Thread(target=loop.run_forever, name="kqplan-sandbox", daemon=True)
+        thread.start()
+        sandbox._thread = thread
+        try:
+            asyncio.run_coroutine_threadsafe(sandbox._listen(), loop).result(10)
+            yield sandbox
+        finally:
+            sandbox.stop()
+
+    def stop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        loop.close()
+        if self._log_file is not None:
+            self._log_file.close()
+
+    @classmethod
+    def serve_forever(cls, config: SandboxConfig, announce: Callable[[str], None]) -> None:
+        """Run in the foreground until SIGINT/SIGTERM; ``announce`` gets "listening on …"."""
+
+        async def main() -> None:
+            sandbox = cls(config)
+            sandbox._loop = asyncio.get_running_loop()
+            await sandbox._listen()
+            for host, port in sandbox.addresses:
+                announce(f"listening on {host}:{port}")
+            stopped = asyncio.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                sandbox._loop.add_signal_handler(sig, stopped.set)
+            await stopped.wait()
+            await sandbox._shutdown()
+            if sandbox._log_file is not None:
+                sandbox._log_file.close()
+
+        asyncio.run(main())
+
+    async def _listen(self) -> None:
+        if self.config.request_log is not None:
+            self._log_file = self.config.request_log.open("a", encoding="utf-8")
+        for listener in self.config.listeners:
+            context = None
+            if listener.tls_cert is not None:
+                context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                context.load_cert_chain(listener.tls_cert, listener.tls_key)
+
+            def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      listener: Listener = listener) -> Any:
+                return self._serve(reader, writer, listener)
+
+            server = await asyncio.start_server(serve, self.config.host, listener.port, ssl=context)
+            self._servers.append(server)
+            self.addresses.append((self.config.host, server.sockets[0].getsockname()[1]))
+
+    async def _shutdown(self) -> None:
+        for server in self._servers:
+            server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- one connection ------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     listener: Listener) -> None:
+        self._connections += 1
+        conn = _Connection(self._connections, listener, self.addresses[self.config.listeners.index(listener)])
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                if not 0 <= size <= MAX_FRAME:
+                    return
+                payload = await reader.readexactly(size)
+                if conn.raw_sasl:
+                    ok = self._authenticate(conn, payload)
+                    if not ok:
+                        return  # SaslHandshake v0: a failure is a closed connection
+                    writer.write(struct.pack(">i", 0))
+                    await writer.drain()
+                    continue
+                try:
+                    answer = await self._answer(conn, payload)
+                except _AnswerThenClose as last:
+                    writer.write(last.answer)
+                    await writer.drain()
+                    return
+                writer.write(answer)
+                await writer.drain()
+        except (_Close, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, struct.error):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, conn: _Connection, payload: bytes) -> bytes:
+        header = apis.read_header(payload)
+        key, version = header.api_key, header.api_version
+        if key == apis.API_VERSIONS:
+            self._record(header, conn)
+            return apis.frame(header.correlation_id, key, 0 if version > 3 else version,
+                              apis.api_versions(version))
+        low_high = apis.SUPPORTED.get(key)
+        if low_high is None or not low_high[0] <= version <= low_high[1]:
+            raise _Close  # Kafka cannot parse it and closes the connection
+        if conn.listener.sasl and conn.user is None and key not in (apis.SASL_HANDSHAKE,
+                                                                    apis.SASL_AUTHENTICATE):
+            raise _Close  # Kafka closes a SASL connection that skips authentication
+        request = apis.decode(header, payload)
+        faults = self.faults.take(key, validate_only=bool(getattr(request, "validate_only", False)))
+        delay = sum(f.delay_ms for f in faults)
+        if delay:
+            await asyncio.sleep(delay / 1000)
+        drop = next((f.drop for f in faults if f.drop is not None), None)
+        if drop is Drop.BEFORE:
+            self._record(header, conn)
+            raise _Close
+        body, failed_auth = self._handle(header, request, conn, faults)
+        if drop is Drop.AFTER:
+            raise _Close
+        answer = apis.frame(header.correlation_id, key, version, body)
+        if failed_auth:
+            # Kafka sends the failure and closes at once
+            raise _AnswerThenClose(answer)
+        return answer
+
+    def _handle(self, header: apis.Header, request: Any, conn: _Connection,
+                faults: list[Fault]) -> tuple[bytes, bool]:
+        key, version = header.api_key, header.api_version
+        host, port = conn.address
+        if key == apis.METADATA:
+            self._record(header, conn)
+            return apis.metadata(version, host, port, self.cluster_id), False
+        if key == apis.DESCRIBE_CLUSTER:
+            self._record(header, conn)
+            return apis.describe_cluster(version, host, port, self.cluster_id), False
+        if key == apis.SASL_HANDSHAKE:
+            self._record(header, conn)
+            mechanisms = ["PLAIN"] if conn.listener.sasl else []
+            body, ok = apis.sasl_handshake(version, request.mechanism, mechanisms)
+            conn.mechanism = request.mechanism if ok else None
+            conn.raw_sasl = ok and version == 0
+            return body, False
+        if key == apis.SASL_AUTHENTICATE:
+            self._record(header, conn)
+            if conn.mechanism is None:
+                raise _Close
+            ok = self._authenticate(conn, bytes(request.auth_bytes))
+            return apis.sasl_authenticate(version, None if ok else apis.PLAIN_FAILURE), not ok
+        if key == apis.DESCRIBE_QUOTAS:
+            return self._describe(header, request, conn, faults), False
+        return self._alter(header, request, conn, faults), False
+
+    def _authenticate(self, conn: _Connection, token: bytes) -> bool:
+        conn.raw_sasl = False
+        credentials = apis.plain_credentials(token)
+        if credentials is None:
+            return False
+        user = self.config.users.get(credentials[0])
+        if user is None or user.password != credentials[1]:
+            return False
+        conn.user = credentials[0]
+        return True
+
+    def _allowed(self, conn: _Connection, operation: Operation) -> bool:
+        if not conn.listener.sasl:
+            return True  # ANONYMOUS on a PLAINTEXT/SSL listener: a super user, as in the tests' Kafka
+        user = self.config.users.get(conn.user or "")
+        return user is not None and user.may(operation)
+
+    def _describe(self, header: apis.Header, request: Any, conn: _Connection,
+                  faults: list[Fault]) -> bytes:
+        version = header.api_version
+        error = next((f for f in faults if f.error_code is not None), None)
+        components, strict = apis.describe_request(request)
+        with self._lock:
+            if error is not None:
+                result = DescribeResult(error.error_code or 0, error.error_message, None)
+            elif not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
+                result = self.engine.describe_denied()
+            else:
+                engine = self.engine
+                if self._stale is not None and time.monotonic() < self._stale[0]:
+                    engine = self._stale[1]  # read-after-write lag: the state before the alter
+                elif not components and not strict and version in self._describe_cache:
+                    body = self._describe_cache[version]
+                    self._record(header, conn, entries=None, codes=(0,))
+                    return body
+                result = engine.describe(components, strict, version=version)
+            body = apis.describe_response(version, result)
+            if result.error_code == 0 and not components and not strict and engine is self.engine:
+                self._describe_cache[version] = body  # describe-all is what plan asks, often
+            self._record(header, conn, entries=None if result.entries is None else len(result.entries),
+                         codes=(result.error_code,))
+        return body
+
+    def _alter(self, header: apis.Header, request: Any, conn: _Connection, faults: list[Fault]) -> bytes:
+        version = header.api_version
+        entries, validate_only = apis.alter_request(request)
+        whole = next((f for f in faults if f.error_code is not None and not f.entities), None)
+        named = {name: f for f in faults if f.entities for name in f.entities}
+        with self._lock:
+            if whole is not None:
+                results = [AlterResult(whole.error_code or 0, whole.error_message, e.entity) for e in entries]
+            elif not self._allowed(conn, Operation.ALTER_CONFIGS):
+                results = self.engine.alter_denied(entries)
+            else:
+                results = self._alter_engine(entries, validate_only, version, named)
+            self._record(header, conn, entries=len(entries), codes=tuple(r.error_code for r in results),
+                         validate_only=validate_only)
+        return apis.alter_response(version, results)
+
+    def _alter_engine(self, entries: list[AlterEntry], validate_only: bool, version: int,
+                      named: Mapping[str, Fault]) -> list[AlterResult]:
+        failing: list[AlterResult] = []
+        if named:
+            kept = []
+            for entry in entries:
+                fault = named.get(_display(entry) or "")
+                if fault is None:
+                    kept.append(entry)
+                else:
+                    failing.append(AlterResult(fault.error_code or 0, fault.error_message, entry.entity))
+            entries = kept
+        before = self.engine.state if self.faults.lag_ms and not validate_only else None
+        results, changed = self.engine.alter(entries, validate_only, version=version)
+        if changed:
+            self._describe_cache.clear()
+            if before is not None:
+                stale = QuotaEngine(before, resolve_host=self.config.resolve_host)
+                self._stale = (time.monotonic() + self.faults.lag_ms / 1000, stale)
+            if self.config.state_file is not None:
+                # before the answer: an acknowledged alter is on disk (temp file, fsync, rename)
+                write_atomically(self.config.state_file, snapshot_to_json(self.engine.state, self.cluster_id))
+        return results + failing
+
+    def _record(self, header: apis.Header, conn: _Connection, *, entries: int | None = None,
+                codes: tuple[int, ...] = (), validate_only: bool | None = None) -> None:
+        record = RequestRecord(header.api_key, apis.API_NAMES.get(header.api_key, str(header.api_key)),
+                               header.api_version, header.client_id, conn.id, entries, codes, validate_only)
+        self.requests.append(record)
+        if self._log_file is not None:
+            self._log_file.write(json.dumps(record.to_json()) + "\n")
+            self._log_file.flush()
+
+
+class _AnswerThenClose(Exception):
+    def __init__(self, answer: bytes) -> None:
+        super().__init__()
+        self.answer = answer
+
+
+def _display(entry: AlterEntry) -> str | None:
+    try:
+        return Entity.of(entry.entity).display
+    except (ValueError, TypeError):
+        return None
