@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from kqplan.cluster.base import Alteration, AlterOutcomeUnknown, Cluster, EntityResult, error_name
+from kqplan.console import Progress
 from kqplan.entity import Entity
 from kqplan.errors import KqplanError
 from kqplan.plan import Action, Change, ClusterRef, Plan, same_value
@@ -73,9 +74,6 @@ class VerifyPolicy:
     timeout_s: float = 15.0
     first_delay_s: float = 0.05
     max_delay_s: float = 2.0
-
-
-Progress = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:

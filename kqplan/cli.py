@@ -12,13 +12,16 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kqplan.config import ProjectConfig, find_config, load_config
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
+
+if TYPE_CHECKING:
+    from kqplan.target import Target
 
 # typer vendors click privately (typer._click); reach its exception types through public names.
 _UsageError: type[Exception] = next(
@@ -95,11 +98,25 @@ PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or director
                                                 show_default=False)]
 StateOpt = Annotated[Path | None, typer.Option(
     "--state", help="Plan against a snapshot file instead of a live cluster.", dir_okay=False)]
+# The KQPLAN_* variables are read when the target opens (kqplan.target), not by typer: an
+# explicit --state or --sandbox must win over a bootstrap address exported in the shell.
 BootstrapOpt = Annotated[str | None, typer.Option(
-    "--bootstrap-server", envvar="KQPLAN_BOOTSTRAP_SERVER", help="Kafka bootstrap HOST:PORT.")]
+    "--bootstrap-server", help="Kafka bootstrap HOST:PORT [env: KQPLAN_BOOTSTRAP_SERVER].")]
 CommandConfigOpt = Annotated[Path | None, typer.Option(
-    "--command-config", envvar="KQPLAN_COMMAND_CONFIG", dir_okay=False,
-    help="Client properties (as for kafka-configs.sh): security.protocol, sasl.*, ssl.*.")]
+    "--command-config", dir_okay=False,
+    help="Client properties (as for kafka-configs.sh): security.protocol, sasl.*, ssl.* "
+         "[env: KQPLAN_COMMAND_CONFIG].")]
+SandboxOpt = Annotated[str | None, typer.Option(
+    "--sandbox", metavar="[SEED.json]",
+    help="Run against an in-process sandbox broker, optionally seeded from a snapshot.")]
+
+
+def _target(state: Path | None, bootstrap: str | None, command_config: Path | None,
+            sandbox: str | None) -> Target:
+    from kqplan.target import Target
+
+    return Target(state=state, bootstrap=bootstrap, command_config=command_config,
+                  sandbox=sandbox is not None, sandbox_seed=Path(sandbox) if sandbox else None)
 
 
 @app.command()
@@ -122,6 +139,7 @@ def plan(
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | markdown | json")] = "text",
     out: Annotated[Path | None, typer.Option(
         "--out", help="Save the plan (JSON) for `kqplan apply --plan`.", dir_okay=False)] = None,
@@ -131,10 +149,9 @@ def plan(
     """Show what apply would change: manifests against one describe of the cluster."""
     from kqplan.commands.plan import plan as command
     from kqplan.render import Format
-    from kqplan.target import Target
 
     return run(lambda: command(
-        paths, Target(state=state, bootstrap=bootstrap_server, command_config=command_config),
+        paths, _target(state, bootstrap_server, command_config, sandbox),
         _config(paths), fmt=_choice(Format, fmt, "--format"), out=out,
         detailed_exitcode=detailed_exitcode, streams=_streams()))
 
@@ -148,6 +165,7 @@ def apply(
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
     auto_approve: Annotated[bool, typer.Option(
         "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
     report: Annotated[Path | None, typer.Option(
@@ -155,12 +173,11 @@ def apply(
 ) -> int:
     """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
     from kqplan.commands.apply import apply_command
-    from kqplan.target import Target
 
     manifest_paths = paths or []
     return run(lambda: apply_command(
         manifest_paths, plan_file,
-        Target(state=state, bootstrap=bootstrap_server, command_config=command_config),
+        _target(state, bootstrap_server, command_config, sandbox),
         _config(manifest_paths), auto_approve=auto_approve, report=report, streams=_streams()))
 
 
@@ -169,6 +186,7 @@ def export(
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Directory for the manifests (a file with --format json); default stdout.")] = None,
     split_by: Annotated[str, typer.Option("--split-by", help="none | user")] = "none",
@@ -177,10 +195,9 @@ def export(
     """Write manifests that reproduce the cluster (adopt an existing cluster)."""
     from kqplan.commands.export import ExportFormat, export_command
     from kqplan.export import SplitBy
-    from kqplan.target import Target
 
     return run(lambda: export_command(
-        Target(state=state, bootstrap=bootstrap_server, command_config=command_config), out=out,
+        _target(state, bootstrap_server, command_config, sandbox), out=out,
         split_by=_choice(SplitBy, split_by, "--split-by"), fmt=_choice(ExportFormat, fmt, "--format"),
         streams=_streams()))
 
@@ -202,19 +219,19 @@ def describe(
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json | yaml")] = "text",
 ) -> int:
     """Show configured quotas of the entities matching a filter (KIP-546 describe)."""
     from kqplan.commands.describe import DescribeFormat, describe_command
     from kqplan.selectors import filter_from_flags
-    from kqplan.target import Target
 
     def body() -> int:
         config = _config()
         flt = filter_from_flags(names, defaults, any_types, strict=strict,
                                 custom=config.custom_entity_types)
         return describe_command(
-            Target(state=state, bootstrap=bootstrap_server, command_config=command_config), flt,
+            _target(state, bootstrap_server, command_config, sandbox), flt,
             fmt=_choice(DescribeFormat, fmt, "--format"), streams=_streams())
 
     return run(body)
@@ -232,16 +249,16 @@ def alter(
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
 ) -> int:
     """Change one entity's quotas directly (KIP-546 alter); no output on success."""
     from kqplan.commands.describe import alter_command, parse_ops
     from kqplan.selectors import entity_from_flags
-    from kqplan.target import Target
 
     def body() -> int:
         entity = entity_from_flags(names, defaults, custom=_config().custom_entity_types)
         return alter_command(
-            Target(state=state, bootstrap=bootstrap_server, command_config=command_config), entity,
+            _target(state, bootstrap_server, command_config, sandbox), entity,
             parse_ops(add, delete), validate_only=validate_only, streams=_streams())
 
     return run(body)
@@ -266,11 +283,28 @@ def _choice(enum: Any, value: str, option: str) -> Any:
         raise KqplanError(f"{option} must be one of {allowed}, not '{value}'") from None
 
 
+def optional_values(argv: Sequence[str]) -> list[str]:
+    """Give ``--sandbox`` an optional value: it takes the next word only when that names a
+    ``.json`` seed, so ``plan DIR --sandbox`` and ``plan --sandbox DIR`` both work."""
+    out: list[str] = []
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        out.append(arg)
+        if arg == "--sandbox":
+            following = args[i + 1] if i + 1 < len(args) else None
+            if following is None or following.startswith("-") \
+                    or not following.lower().endswith(".json"):
+                out[-1] = "--sandbox="
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point. Usage errors exit 1 (2 means "changes present")."""
     try:
-        code = app(args=list(argv) if argv is not None else None, prog_name="kqplan",
-                   standalone_mode=False)
+        args = optional_values(sys.argv[1:] if argv is None else argv)
+        code = app(args=args, prog_name="kqplan", standalone_mode=False)
     except _UsageError as exc:
         message = exc.format_message()  # type: ignore[attr-defined]
         if type(exc).__name__ == "NoArgsIsHelpError":

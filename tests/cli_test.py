@@ -73,7 +73,7 @@ def test_invalid_manifests_stop_plan_before_the_cluster(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["plan", PAY], "Error: no cluster to plan against"),
+    (["plan", PAY], "Error: no cluster to work on"),
     (["plan", PAY, "--state", "nope.json"], "Error: cannot read snapshot nope.json: No such file"),
     (["plan", PAY, "--state", PAY_STATE, "--format", "yaml"], "Error: --format must be one of"),
     (["plan", PAY, "--nope"], "Error: No such option: --nope"),

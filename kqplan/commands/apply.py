@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
-from kqplan.apply import Progress, apply, check_stale, report_to_json
+from kqplan.apply import apply, check_stale, report_to_json
 from kqplan.config import ProjectConfig
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
@@ -17,19 +16,6 @@ from kqplan.state import write_atomically
 from kqplan.target import Target, open_cluster
 
 CONFIRM_WORD = "yes"
-
-
-@contextmanager
-def progress_for(streams: Streams) -> Iterator[Progress]:
-    """A spinner on an interactive terminal; nothing otherwise (CI logs stay clean)."""
-    if not streams.interactive:
-        yield lambda _: None
-        return
-    from rich.console import Console
-
-    console = Console(file=streams.err)
-    with console.status("Working…") as status:
-        yield lambda text: status.update(text + "…")
 
 
 def read_plan(path: Path) -> Plan:
@@ -64,7 +50,7 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
     from kqplan.commands.plan import compute_plan, load_checked
 
     desired = load_checked(paths, config, streams) if paths else None
-    with open_cluster(target) as cluster, progress_for(streams) as progress:
+    with open_cluster(target) as cluster, streams.progress() as progress:
         if desired is not None:
             progress("Describing the cluster")
             plan = compute_plan(desired, cluster, config, record_state=False)

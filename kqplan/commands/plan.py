@@ -59,7 +59,8 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
 def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,
          out: Path | None, detailed_exitcode: bool, streams: Streams) -> int:
     desired = load_checked(paths, config, streams)
-    with open_cluster(target) as cluster:
+    with open_cluster(target) as cluster, streams.progress() as progress:
+        progress("Describing the cluster")
         result = compute_plan(desired, cluster, config,
                               record_state=out is not None or fmt is Format.JSON)
     if out is not None:
