@@ -264,6 +264,36 @@ def alter(
     return run(body)
 
 
+@app.command()
+def sandbox(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0: pick a free one and print it).")] = 9092,
+    state: Annotated[Path | None, typer.Option(
+        "--state", dir_okay=False,
+        help="Snapshot file: loaded at start, rewritten atomically after every committed alter.")] = None,
+    seed: Annotated[Path | None, typer.Option(
+        "--seed", dir_okay=False, help="Start from this snapshot (instead of --state's content).")] = None,
+    cluster_id: Annotated[str | None, typer.Option(
+        "--cluster-id", help="Cluster id to report (default: the snapshot's, else a fixed one).")] = None,
+    request_log: Annotated[Path | None, typer.Option(
+        "--request-log", dir_okay=False, help="Append one JSON line per request served.")] = None,
+    sasl_users: Annotated[Path | None, typer.Option(
+        "--sasl-users", dir_okay=False,
+        help="JSON users for SASL/PLAIN with their permissions; the listener then requires SASL.")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(
+        "--tls-cert", dir_okay=False, help="PEM certificate (the listener then speaks TLS).")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", dir_okay=False, help="PEM key.")] = None,
+    lag_ms: Annotated[int, typer.Option(
+        "--lag-ms", help="Serve the pre-alter state to describes for this long (read-after-write lag).")] = 0,
+) -> int:
+    """Run the sandbox broker: a Kafka-wire client-quota broker that behaves like Kafka."""
+    from kqplan.commands.sandbox import sandbox_command
+
+    return run(lambda: sandbox_command(
+        host=host, port=port, state=state, seed=seed, cluster_id=cluster_id, request_log=request_log,
+        sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=_streams()))
+
+
 @app.command(hidden=True)
 def schema() -> int:
     """Print the manifest JSON Schema (what schemas/manifest-v1.json holds)."""

@@ -30,6 +30,15 @@ from tests.helpers import REPO, Result, run_cli, write_manifest
 class Live:
     name: str
     bootstrap: str
+    sasl_bootstrap: str
+    users: dict[str, str]
+
+    def command_config(self, tmp_path: Path, user: str, password: str | None = None) -> Path:
+        path = tmp_path / f"{user}.properties"
+        path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        f'username="{user}" password="{password or self.users[user]}";\n')
+        return path
 
     def cluster(self) -> KafkaCluster:
         return KafkaCluster(config_from_properties("", bootstrap=self.bootstrap, source="(test)", env={}))
@@ -58,12 +67,17 @@ class Live:
 @pytest.fixture(params=["sandbox", pytest.param("real_kafka", marks=pytest.mark.real_kafka)])
 def live(request) -> Iterator[Live]:
     if request.param == "real_kafka":
-        yield Live("real_kafka", request.getfixturevalue("real_kafka").bootstrap)
+        broker = request.getfixturevalue("real_kafka")
+        yield Live("real_kafka", broker.bootstrap, broker.sasl_bootstrap, dict(broker.users))
         return
-    from kqplan.sandbox import Sandbox, SandboxConfig
+    from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 
-    with Sandbox.start(SandboxConfig(port=0)) as sandbox:
-        yield Live("sandbox", sandbox.bootstrap)
+    users = {"admin": "admin-pw", "reader": "reader-pw"}
+    config = SandboxConfig(port=0, extra_listeners=(Listener(sasl=True),), users={
+        "admin": SaslUser(users["admin"], super_user=True),
+        "reader": SaslUser(users["reader"], frozenset({Operation.DESCRIBE_CONFIGS}))})
+    with Sandbox.start(config) as sandbox:
+        yield Live("sandbox", sandbox.bootstrap, sandbox.address(1), users)
 
 
 @pytest.fixture
@@ -280,3 +294,57 @@ def test_explicit_target_wins_over_the_environment(tmp_path, monkeypatch):
     refused = run_cli("plan", path, "--sandbox", "--bootstrap-server", "127.0.0.1:1")
     assert refused.exit_code == 1
     assert refused.stderr.startswith("Error: choose one target, not --sandbox and --bootstrap-server")
+
+
+def test_sasl_admin_applies_reader_is_denied_and_changes_nothing(live, prefix, tmp_path):
+    path = manifests(tmp_path, prefix, FIRST)
+    reader = live.command_config(tmp_path, "reader")
+    denied = run_cli("apply", path, "--auto-approve", "--report", tmp_path / "r.json",
+                     "--bootstrap-server", live.sasl_bootstrap, "--command-config", reader)
+    assert denied.exit_code == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["preflight_failed"] is True
+    assert {(e["status"], (e["error"] or {}).get("code")) for e in report["entities"]} == {("failed", 31)}
+    assert "CLUSTER_AUTHORIZATION_FAILED" in denied.stdout
+    assert live.state(mine(prefix)) == {}
+    admin = live.command_config(tmp_path, "admin")
+    applied = run_cli("apply", path, "--auto-approve", "--bootstrap-server", live.sasl_bootstrap,
+                      "--command-config", admin)
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    assert len(live.state(mine(prefix))) == 3
+
+
+def test_wrong_password_is_reported_as_such_and_never_printed(live, prefix, tmp_path):
+    path = manifests(tmp_path, prefix, FIRST)
+    wrong = "wrong-" + uuid.uuid4().hex
+    props = live.command_config(tmp_path, "admin", wrong)
+    for command in ("plan", "apply"):
+        result = run_cli(command, path, "--auto-approve" if command == "apply" else "--detailed-exitcode",
+                         "--bootstrap-server", live.sasl_bootstrap, "--command-config", props)
+        assert result.exit_code == 1
+        assert "authentication failed" in result.stderr, result.stderr
+        assert wrong not in result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_kafkas_own_configcommand_sees_exactly_what_kqplan_applied(real_kafka, tmp_path):
+    # the sandbox is held to the same broker by tests/sandbox/differential_test.py
+    from tests.kafka.configcommand import Select
+
+    live = Live("real_kafka", real_kafka.bootstrap, real_kafka.sasl_bootstrap, dict(real_kafka.users))
+    prefix = f"kqplan-cc-{uuid.uuid4().hex[:8]}"
+    try:
+        path = manifests(tmp_path, prefix, FIRST)
+        report = tmp_path / "r.json"
+        assert kq(live, "apply", path, "--auto-approve", "--report", report).exit_code == 0
+        reported = {tuple(sorted(e["entity"].items())): e["after"]
+                    for e in json.loads(report.read_text())["entities"]}
+        seen = {}
+        for user in (f"{prefix}-api", f"{prefix}-old"):
+            seen.update(real_kafka.config_command.describe(Select.named("users", user)).quotas)
+        seen.update(real_kafka.config_command.describe(Select.named("users", f"{prefix}-api"),
+                                                       Select.named("clients", "loader")).quotas)
+        assert {tuple(sorted(k)): v for k, v in seen.items()} == reported
+        assert len(reported) == 3
+    finally:
+        live.remove_all(mine(prefix))

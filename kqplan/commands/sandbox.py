@@ -1,0 +1,77 @@
+"""``kqplan sandbox``: run the sandbox broker in the foreground until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kqplan.console import Streams
+from kqplan.errors import ExitCode, KqplanError
+from kqplan.sandbox import DEFAULT_CLUSTER_ID, Operation, Sandbox, SandboxConfig, SaslUser
+
+USERS_EXAMPLE = ('{"admin": {"password": "admin-secret", "super": true}, '
+                 '"reader": {"password": "reader-secret", "operations": ["DESCRIBE_CONFIGS"]}}')
+
+
+class _User(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    password: str
+    super_user: bool = Field(False, alias="super")
+    operations: list[Operation] = Field(default_factory=list)
+
+
+def read_users(path: Path) -> dict[str, SaslUser]:
+    """``--sasl-users FILE``: PLAIN users, their passwords and cluster permissions (JSON)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise KqplanError(f"cannot read --sasl-users {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise KqplanError(f"{path}: not JSON: {exc}", hint=f"expected e.g. {USERS_EXAMPLE}") from None
+    if not isinstance(data, dict) or not data:
+        raise KqplanError(f"{path}: expected an object of users", hint=f"e.g. {USERS_EXAMPLE}")
+    users: dict[str, SaslUser] = {}
+    for name, raw in data.items():
+        try:
+            user = _User.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in (name, *first["loc"]))
+            raise KqplanError(f"{path}: {where}: {first['msg']}", hint=f"e.g. {USERS_EXAMPLE}") from None
+        users[name] = SaslUser(user.password, frozenset(user.operations), user.super_user)
+    return users
+
+
+def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | None,
+                    cluster_id: str | None, request_log: Path | None, sasl_users: Path | None,
+                    tls_cert: Path | None, tls_key: Path | None, lag_ms: int, streams: Streams) -> int:
+    if (tls_cert is None) != (tls_key is None):
+        raise KqplanError("--tls-cert and --tls-key go together")
+    seeded = None
+    recorded_id = None
+    if seed is not None:
+        from kqplan.state import read_snapshot
+
+        seeded, recorded_id = read_snapshot(seed)
+    elif state is not None and state.exists():
+        from kqplan.state import read_snapshot
+
+        _, recorded_id = read_snapshot(state)  # also fails early on a file that is not a snapshot
+    users = read_users(sasl_users) if sasl_users is not None else {}
+    config = SandboxConfig(
+        host=host, port=port, sasl=bool(users), tls_cert=tls_cert, tls_key=tls_key,
+        cluster_id=cluster_id or recorded_id or DEFAULT_CLUSTER_ID, seed=seeded, state_file=state,
+        users=users, request_log=request_log, lag_ms=lag_ms)
+
+    def announce(line: str) -> None:
+        streams.print(line)
+        streams.out.flush()
+
+    try:
+        Sandbox.serve_forever(config, announce)
+    except OSError as exc:
+        raise KqplanError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                          hint="choose another --port (0 picks a free one)") from None
+    return ExitCode.OK
