@@ -96,7 +96,9 @@ def test_bad_snapshot_is_a_clear_error(tmp_path):
 
 
 def test_readme_main_command_in_a_process():
-    result = run_kqplan("plan", PAY, "--state", PAY_STATE, cwd=REPO)
+    readme = (REPO / "README.md").read_text()
+    assert f"kqplan plan {PAY} --sandbox {PAY_STATE}" in readme
+    result = run_kqplan("plan", PAY, "--sandbox", PAY_STATE, cwd=REPO)
     assert result.exit_code == 0, result.stderr
     assert "Plan: 2 to add, 2 to change, 1 to delete." in result.stdout
     assert result.stderr == ""
