@@ -277,6 +277,10 @@ class Sandbox:
                 await writer.drain()
         except (_Close, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, struct.error):
             pass
+        except asyncio.CancelledError:
+            # Stopping: end the handler normally. A cancelled handler task makes Python 3.11's
+            # StreamReaderProtocol callback print a CancelledError traceback on stderr.
+            pass
         finally:
             writer.close()
 
