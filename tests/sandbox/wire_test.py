@@ -66,8 +66,15 @@ def test_api_versions_too_new_gets_the_v0_unsupported_answer(sandbox):
     assert {k.api_key for k in decoded.api_keys} >= {18, 48, 49}
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(0, 9), (48, 7), (1, 12)])
-def test_an_api_or_version_it_does_not_serve_closes_the_connection(sandbox, api_key, version):
+@pytest.mark.parametrize(("api_key", "version"), [(48, 7), (49, 9), (0, 99)])
+@pytest.mark.parametrize("where", ["sandbox", pytest.param("real_kafka", marks=pytest.mark.real_kafka)])
+def test_a_version_nobody_serves_closes_the_connection_as_kafka_does(request, where, api_key, version):
+    bootstrap = request.getfixturevalue(where).bootstrap
+    assert raw_request(bootstrap, api_key, version, b"\0" * 16) is None
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(0, 9), (1, 12)])
+def test_an_api_the_sandbox_does_not_serve_closes_the_connection(sandbox, api_key, version):
     assert raw_request(sandbox.bootstrap, api_key, version, b"\0" * 16) is None
 
 
