@@ -48,7 +48,7 @@ class Skipped:
 
 def yaml_string(text: str) -> str:
     """A YAML scalar that reads back as exactly ``text`` (a string) in YAML 1.2 and 1.1."""
-    if (_PLAIN.match(text) and text.lower() not in _YAML_WORDS) or text == DEFAULT_NAME:
+    if (_PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS) or text == DEFAULT_NAME:
         return text
     if text.isprintable():
         return "'" + text.replace("'", "''") + "'"  # single quotes escape nothing but '

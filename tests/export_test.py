@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import yaml_rs
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kqplan.config import ProjectConfig
@@ -70,6 +70,7 @@ def test_values_a_manifest_cannot_hold_are_reported_not_silently_dropped():
     assert "user: b" not in files[0].text  # nothing left to express for b
 
 
+@example(names=["A\n"])  # a plain-scalar regex ending in $ once let the newline through
 @settings(max_examples=50, deadline=None)
 @given(names=st.lists(st.text(min_size=1, max_size=20).filter(lambda s: "\x00" not in s),
                       min_size=1, max_size=8, unique=True))
