@@ -145,6 +145,9 @@ def plan(
         "--out", help="Save the plan (JSON) for `kqplan apply --plan`.", dir_okay=False)] = None,
     detailed_exitcode: Annotated[bool, typer.Option(
         "--detailed-exitcode", help="Exit 2 when there are changes (0: none, 1: error).")] = False,
+    principals: Annotated[Path | None, typer.Option(
+        "--principals", dir_okay=False,
+        help="CSV or JSON lines of user,client-id pairs: show whose effective quota changes.")] = None,
 ) -> int:
     """Show what apply would change: manifests against one describe of the cluster."""
     from kqplan.commands.plan import plan as command
@@ -153,7 +156,7 @@ def plan(
     return run(lambda: command(
         paths, _target(state, bootstrap_server, command_config, sandbox),
         _config(paths), fmt=_choice(Format, fmt, "--format"), out=out,
-        detailed_exitcode=detailed_exitcode, streams=_streams()))
+        detailed_exitcode=detailed_exitcode, streams=_streams(), principals=principals))
 
 
 @app.command()
@@ -260,6 +263,35 @@ def alter(
         return alter_command(
             _target(state, bootstrap_server, command_config, sandbox), entity,
             parse_ops(add, delete), validate_only=validate_only, streams=_streams())
+
+    return run(body)
+
+
+@app.command()
+def resolve(
+    names: Annotated[str, typer.Option(
+        "--names", help="The connection: user=PRINCIPAL[,client-id=ID] or ip=ADDRESS.")],
+    show_overridden: Annotated[bool, typer.Option(
+        "--show-overridden", help="Also list the less specific entries each key overrides (*).")] = False,
+    desired: Annotated[list[Path] | None, typer.Option(
+        "--desired", help="Resolve against these manifests instead of a cluster (repeatable).")] = None,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+) -> int:
+    """Which quota a connection really gets, per key, and from which entity (KIP-546 resolve)."""
+    from kqplan.commands.resolve import ResolveFormat, resolve_command
+    from kqplan.selectors import entity_from_flags
+
+    def body() -> int:
+        paths = desired or []
+        config = _config(paths)
+        principal = entity_from_flags(names, None, custom=config.custom_entity_types)
+        return resolve_command(principal, _target(state, bootstrap_server, command_config, sandbox), paths,
+                               config, show_overridden=show_overridden,
+                               fmt=_choice(ResolveFormat, fmt, "--format"), streams=_streams())
 
     return run(body)
 

@@ -27,7 +27,11 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
              strict: bool, streams: Streams) -> int:
     """Exit 1 on any error (or, with ``strict``, any warning)."""
     desired = load_desired(paths, config)
-    diags = desired.diagnostics
+    diags = list(desired.diagnostics)
+    if not desired.errors:
+        from kqplan.lint import lint
+
+        diags += lint(desired)  # shadowing and `User:` names: only meaningful on a valid state
     errors = sum(d.is_error for d in diags)
     warnings = len(diags) - errors
     if fmt is DiagnosticFormat.JSON:

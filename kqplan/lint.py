@@ -1,0 +1,137 @@
+"""Warnings for ``kqplan validate``: quotas Kafka will never (or hardly ever) apply.
+
+**Shadowing.** An entry sits at one level of Kafka's precedence table (reference §4.1). The
+principals it can match are those whose free names (the parts it leaves to the connection)
+are anything at all. A more specific level whose entity depends on a free name misses for a
+name nobody configured, so the entry is shadowed for a key exactly when a more specific
+level that depends only on the entry's own names sets that key. This is checked for a
+principal with a non-empty client-id and, at the two levels that also serve an empty
+client-id (``{user=U}``, ``{user=<default>}``), for one without: an entry beaten only for
+non-empty client-ids still applies to clients that send none, and gets its own warning.
+
+**``User:`` prefixes.** Kafka matches ``principal.getName``, which has no ``User:`` prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kqplan.diagnostics import Diagnostic, Severity, sort_key
+from kqplan.entity import CLIENT_ID, USER, Entity
+from kqplan.manifest.compile import DesiredState
+from kqplan.manifest.loader import Pending, resolve
+from kqplan.resolve import CLIENT_LEVELS, Level, Match, QuotaIndex, level_of
+from kqplan.state import QuotaState
+
+SHADOWED = "KQP170"
+"""A key of an entry that never takes effect."""
+EMPTY_CLIENT_ID_ONLY = "KQP171"
+"""A key that takes effect only for connections without a client-id."""
+USER_PREFIX = "KQP172"
+"""A user name written with Kafka's ``User:`` principal-type prefix."""
+PRINCIPAL_PREFIX = "User:"
+
+
+@dataclass(frozen=True, slots=True)
+class Shadowing:
+    """``key`` of ``entity`` loses to ``by``, the most specific entry that always wins."""
+
+    entity: Entity
+    key: str
+    by: Entity
+    empty_client_id_only: bool
+    """True: the key still applies to connections without a client-id (KQP171)."""
+
+
+def _cover(index: QuotaIndex, entity: Entity, level: Level, key: str,
+           *, empty: bool) -> Entity | None:
+    """The most specific earlier level, fixed by ``entity``'s own names, that sets ``key``.
+
+    ``empty``: the connection sent no client-id, so only levels that serve one count.
+    """
+    user = entity.get(USER) or ""
+    client_id = entity.get(CLIENT_ID) or ""
+    for earlier in CLIENT_LEVELS[:level.rank - 1]:
+        if empty and not earlier.empty_client_id:
+            continue
+        # A NAME part the entry leaves free can be a name nobody configured: no cover.
+        if earlier.user is Match.NAME and level.user is not Match.NAME:
+            continue
+        if earlier.client_id is Match.NAME and level.client_id is not Match.NAME:
+            continue
+        hit = index.at(earlier, user, client_id)
+        if hit is not None and key in hit[1]:
+            return hit[0]
+    return None
+
+
+def shadowed_keys(state: QuotaState) -> list[Shadowing]:
+    """Every (entity, key) of ``state`` that a more specific entry beats for every principal."""
+    index = QuotaIndex.of(state)
+    found = []
+    for entity, quotas in state.items():
+        level = level_of(entity)
+        if level is None or level.rank == 1:
+            continue
+        for key in quotas:
+            by = _cover(index, entity, level, key, empty=False)
+            if by is None:
+                continue
+            empty_only = level.empty_client_id and \
+                _cover(index, entity, level, key, empty=True) is None
+            found.append(Shadowing(entity, key, by, empty_only))
+    return found
+
+
+def _shadow_hint(s: Shadowing) -> str:
+    if s.empty_client_id_only:
+        return (f"{s.entity.display} is one budget shared by all client-ids of the user, "
+                f"{s.by.display} a budget per client-id; keep the one you mean")
+    if s.by.types == (USER,):
+        client = s.entity.display.removeprefix("{")
+        return (f"every connection has a user, so {s.by.display} is checked first; to limit "
+                f"this client-id for every user, set {s.key} on {{user=<default>, {client} "
+                "instead, or remove it here")
+    return f"remove {s.key} here: {s.by.display} already sets it for every principal this matches"
+
+
+def _shadow_message(s: Shadowing) -> str:
+    if s.empty_client_id_only:
+        return (f"{s.key} of {s.entity.display} applies only to connections without a "
+                f"client-id: {s.by.display} sets it for every other client-id")
+    return (f"{s.key} of {s.entity.display} never takes effect: {s.by.display} sets it and "
+            "wins for every principal this entry matches")
+
+
+def _shadow_diagnostic(desired: DesiredState, s: Shadowing) -> Diagnostic | None:
+    origin = desired.origins.get(s.entity)
+    if origin is None:
+        return None
+    winner = desired.origins.get(s.by)
+    related = ((winner.source, winner.loc, f"{s.by.display} is listed"),) if winner else ()
+    code = EMPTY_CLIENT_ID_ONLY if s.empty_client_id_only else SHADOWED
+    return resolve(origin.source, Pending(
+        code, _shadow_message(s), (*origin.loc, "quotas", s.key), at_key=True,
+        hint=_shadow_hint(s), severity=Severity.WARNING, related=related))
+
+
+def _prefix_diagnostics(desired: DesiredState) -> list[Diagnostic]:
+    out = []
+    for entity, origin in desired.origins.items():
+        name = entity.get(USER)
+        if name is None or not name.startswith(PRINCIPAL_PREFIX):
+            continue
+        bare = name.removeprefix(PRINCIPAL_PREFIX)
+        out.append(resolve(origin.source, Pending(
+            USER_PREFIX, f"user '{name}' will never match: Kafka compares the principal name "
+            f"without the '{PRINCIPAL_PREFIX}' prefix", (*origin.loc, USER),
+            hint=f"write `user: {bare}`", severity=Severity.WARNING)))
+    return out
+
+
+def lint(desired: DesiredState) -> list[Diagnostic]:
+    """Shadowing and ``User:`` warnings for compiled manifests, located at their entries."""
+    diags = [d for s in shadowed_keys(desired.quotas)
+             if (d := _shadow_diagnostic(desired, s)) is not None]
+    diags += _prefix_diagnostics(desired)
+    return sorted(diags, key=sort_key)
