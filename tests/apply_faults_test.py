@@ -55,8 +55,10 @@ def test_connection_dropped_before_the_alter_is_reported_not_applied(sandbox, tm
 
 @pytest.mark.parametrize(("n", "k"), [(10, 1), (50, 7)])
 def test_partial_failure_is_attributed_to_exactly_the_failing_entities(sandbox, tmp_path, n, k):
-    bad = {Entity.user(f"u{i}").display for i in range(0, n, n // k)[:k]}
-    sandbox.faults.add(Fault("alter", error_code=44, error_message="policy says no", entities=frozenset(bad)))
+    bad_entities = {Entity.user(f"u{i}") for i in range(0, n, n // k)[:k]}
+    bad = {e.display for e in bad_entities}
+    sandbox.faults.add(Fault("alter", error_code=44, error_message="policy says no",
+                             entities=frozenset(bad_entities)))
     code, report, out = apply(sandbox, write_manifest(tmp_path / "q.yaml", entities(n)), tmp_path / "r.json")
     assert code == 1
     failed = {e["display"] for e in report["entities"] if e["status"] == "failed"}

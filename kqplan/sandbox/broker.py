@@ -210,12 +210,13 @@ class Sandbox:
         async def main() -> None:
             sandbox = cls(config)
             sandbox._loop = asyncio.get_running_loop()
+            stopped = asyncio.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                # before announcing: a caller may signal as soon as it reads the line
+                sandbox._loop.add_signal_handler(sig, stopped.set)
             await sandbox._listen()
             for host, port in sandbox.addresses:
                 announce(f"listening on {host}:{port}")
-            stopped = asyncio.Event()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                sandbox._loop.add_signal_handler(sig, stopped.set)
             await stopped.wait()
             await sandbox._shutdown()
             if sandbox._log_file is not None:
@@ -389,7 +390,7 @@ class Sandbox:
         version = header.api_version
         entries, validate_only = apis.alter_request(request)
         whole = next((f for f in faults if f.error_code is not None and not f.entities), None)
-        named = {name: f for f in faults if f.entities for name in f.entities}
+        named = {entity: f for f in faults for entity in f.entities}
         with self._lock:
             if whole is not None:
                 results = [AlterResult(whole.error_code or 0, whole.error_message, e.entity) for e in entries]
@@ -402,12 +403,12 @@ class Sandbox:
         return apis.alter_response(version, results)
 
     def _alter_engine(self, entries: list[AlterEntry], validate_only: bool, version: int,
-                      named: Mapping[str, Fault]) -> list[AlterResult]:
+                      named: Mapping[Entity, Fault]) -> list[AlterResult]:
         failing: list[AlterResult] = []
         if named:
             kept = []
             for entry in entries:
-                fault = named.get(_display(entry) or "")
+                fault = named.get(entity) if (entity := _entity(entry)) is not None else None
                 if fault is None:
                     kept.append(entry)
                 else:
@@ -441,8 +442,8 @@ class _AnswerThenClose(Exception):
         self.answer = answer
 
 
-def _display(entry: AlterEntry) -> str | None:
+def _entity(entry: AlterEntry) -> Entity | None:
     try:
-        return Entity.of(entry.entity).display
+        return Entity.of(entry.entity)
     except (ValueError, TypeError):
-        return None
+        return None  # a malformed entity: the engine reports it

@@ -12,6 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kqplan.entity import Entity
+
 API_KEYS = {"metadata": 3, "apiversions": 18, "describe": 48, "alter": 49, "describecluster": 60}
 
 
@@ -35,7 +37,7 @@ class Fault:
     drop: Drop | None = None
     error_code: int | None = None
     error_message: str | None = None
-    entities: frozenset[str] = frozenset()  # alter: only these entities fail (display form)
+    entities: frozenset[Entity] = frozenset()  # alter: only these entities fail
     times: int | None = None
     validate_only: bool = False
 
@@ -44,6 +46,9 @@ class Fault:
             raise ValueError(f"unknown API {self.api!r}; one of {', '.join(API_KEYS)}")
         if self.entities and (self.api != "alter" or self.error_code is None):
             raise ValueError("failing named entities needs api='alter' and an error_code")
+        if not all(isinstance(e, Entity) for e in self.entities):
+            # a string such as "user=b" would silently match nothing
+            raise ValueError("entities must be kqplan.entity.Entity values, e.g. Entity.user('b')")
 
     @property
     def api_key(self) -> int:
