@@ -66,9 +66,11 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
          out: Path | None, detailed_exitcode: bool, streams: Streams,
          principals: Path | None = None) -> int:
     desired = load_checked(paths, config, streams)
-    from kqplan.principals import read_principals
+    who = None
+    if principals is not None:
+        from kqplan.principals import read_principals
 
-    who = read_principals(principals) if principals is not None else None
+        who = read_principals(principals)
     with open_cluster(target) as cluster, streams.progress() as progress:
         progress("Describing the cluster")
         actual = cluster.describe() if who is not None else None

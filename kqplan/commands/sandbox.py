@@ -49,16 +49,13 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
                     tls_cert: Path | None, tls_key: Path | None, lag_ms: int, streams: Streams) -> int:
     if (tls_cert is None) != (tls_key is None):
         raise KqplanError("--tls-cert and --tls-key go together")
-    seeded = None
-    recorded_id = None
-    if seed is not None:
+    # --seed wins; otherwise --state's own content (read once here, not again by the broker)
+    start_from = seed if seed is not None else state if state is not None and state.exists() else None
+    seeded, recorded_id = None, None
+    if start_from is not None:
         from kqplan.state import read_snapshot
 
-        seeded, recorded_id = read_snapshot(seed)
-    elif state is not None and state.exists():
-        from kqplan.state import read_snapshot
-
-        _, recorded_id = read_snapshot(state)  # also fails early on a file that is not a snapshot
+        seeded, recorded_id = read_snapshot(start_from)
     users = read_users(sasl_users) if sasl_users is not None else {}
     config = SandboxConfig(
         host=host, port=port, sasl=bool(users), tls_cert=tls_cert, tls_key=tls_key,

@@ -365,23 +365,25 @@ class Sandbox:
         version = header.api_version
         error = next((f for f in faults if f.error_code is not None), None)
         components, strict = apis.describe_request(request)
+        everything = not components and not strict  # what plan asks for, often: cache it
         with self._lock:
+            cacheable = False
             if error is not None:
                 result = DescribeResult(error.error_code or 0, error.error_message, None)
             elif not self._allowed(conn, Operation.DESCRIBE_CONFIGS):
                 result = self.engine.describe_denied()
+            elif self._stale is not None and time.monotonic() < self._stale[0]:
+                # read-after-write lag: the state before the alter
+                result = self._stale[1].describe(components, strict, version=version)
+            elif everything and version in self._describe_cache:
+                self._record(header, conn, entries=None, codes=(0,))
+                return self._describe_cache[version]
             else:
-                engine = self.engine
-                if self._stale is not None and time.monotonic() < self._stale[0]:
-                    engine = self._stale[1]  # read-after-write lag: the state before the alter
-                elif not components and not strict and version in self._describe_cache:
-                    body = self._describe_cache[version]
-                    self._record(header, conn, entries=None, codes=(0,))
-                    return body
-                result = engine.describe(components, strict, version=version)
+                result = self.engine.describe(components, strict, version=version)
+                cacheable = everything
             body = apis.describe_response(version, result)
-            if result.error_code == 0 and not components and not strict and engine is self.engine:
-                self._describe_cache[version] = body  # describe-all is what plan asks, often
+            if cacheable:
+                self._describe_cache[version] = body
             self._record(header, conn, entries=None if result.entries is None else len(result.entries),
                          codes=(result.error_code,))
         return body
