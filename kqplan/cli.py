@@ -337,6 +337,13 @@ def schema() -> int:
     return ExitCode.OK
 
 
+# -- fmt / import (manifest writing) -------------------------------------------------------------
+# [anchor: manifest-writer commands]
+
+# -- fleet (kqplan/commands/fleet.py defines the sub-app) ------------------------------------------
+# [anchor: fleet commands]
+
+
 def _choice(enum: Any, value: str, option: str) -> Any:
     try:
         return enum(value)

@@ -1,4 +1,5 @@
-"""The plan: what apply would change, as data. ``diff`` computes it; renderers live elsewhere.
+"""The plan: what apply would change, as data. ``diff`` computes it; renderers live elsewhere,
+and the saved-plan file form is :mod:`kqplan.planfile`.
 
 A saved plan (``--out``) records what it was computed against — cluster id and a
 fingerprint of the state it saw — and each change's ``before``, so that ``apply --plan``
@@ -7,22 +8,16 @@ can refuse a stale plan (terraform's "Saved plan is stale").
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kqplan.cluster.base import Op
-from kqplan.entity import Entity, Name
-from kqplan.errors import KqplanError
+from kqplan.entity import Entity
+from kqplan.metadata import Metadata
 from kqplan.ownership import Ownership
 from kqplan.state import Quotas, QuotaState
-
-PLAN_FORMAT_VERSION = 1
 
 
 class Action(StrEnum):
@@ -48,12 +43,20 @@ class Change:
     before: Quotas | None
     after: Quotas | None
     ops: tuple[Op, ...]
+    origin: str | None = None
+    """Display only: the manifest (and layer) the desired entry came from; None for deletes."""
+    metadata: Metadata | None = None
+    """Display only: the entry's ``metadata`` (labels, description); never part of the diff."""
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterRef:
     id: str | None
     address: str
+    version: str | None = None
+    """Display only: the Kafka version (range) detected over the wire, when known."""
+    mode: str | None = None
+    """Display only: ``kraft`` or ``zookeeper``, when known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,10 @@ class Plan:
     """Digest of the whole state the plan was computed from, when recorded (saved and JSON
     plans). Display only: staleness is judged per change from ``before``."""
     notes: tuple[str, ...] = field(default=())
-    """Display only: e.g. unlisted entities inside a scope without prune."""
+    """Display only: e.g. unlisted entities inside a scope without prune, <default> warnings."""
+    unmanaged: tuple[tuple[Entity, Quotas], ...] = field(default=())
+    """Cluster entities no manifest lists and no ownership scope covers (sorted): reported, never
+    changed. Drift outside the manifests shows here."""
 
     @property
     def summary(self) -> Summary:
@@ -156,94 +162,3 @@ def apply_ops(state: Mapping[Entity, Quotas], changes: Iterable[Change]) -> dict
         if not quotas:
             del result[change.entity]
     return result
-
-
-# -- the file form (DESIGN §3.3) -------------------------------------------------------------
-
-def _op_json(op: Op) -> dict[str, Any]:
-    return {"key": op.key, "value": op.value, "remove": op.remove}
-
-
-def change_to_json(change: Change) -> dict[str, Any]:
-    return {
-        "entity": change.entity.to_json(),
-        "display": change.entity.display,
-        "action": change.action.value,
-        "before": dict(change.before) if change.before is not None else None,
-        "after": dict(change.after) if change.after is not None else None,
-        "ops": [_op_json(op) for op in change.ops],
-    }
-
-
-def plan_to_json(plan: Plan) -> dict[str, Any]:
-    s = plan.summary
-    return {
-        "format_version": PLAN_FORMAT_VERSION,
-        "cluster": {"id": plan.cluster.id, "bootstrap": plan.cluster.address},
-        "state_fingerprint": plan.state_fingerprint,
-        "summary": {"add": s.add, "change": s.change, "delete": s.delete, "unchanged": s.unchanged},
-        "changes": [change_to_json(c) for c in plan.changes],
-        "notes": list(plan.notes),
-    }
-
-
-def dumps_plan(plan: Plan) -> str:
-    return json.dumps(plan_to_json(plan), indent=2, ensure_ascii=False) + "\n"
-
-
-class _OpFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    key: str
-    value: float | None
-    remove: bool
-
-
-class _ChangeFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    entity: dict[str, Name]
-    display: str
-    action: Action
-    before: dict[str, float] | None
-    after: dict[str, float] | None
-    ops: list[_OpFile]
-
-
-class _ClusterFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    id: str | None
-    bootstrap: str
-
-
-class PlanFile(BaseModel):
-    """A saved plan, validated on read."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    format_version: Literal[1]
-    cluster: _ClusterFile
-    state_fingerprint: str | None
-    summary: dict[str, int]
-    changes: list[_ChangeFile]
-    notes: list[str] = []
-
-
-def loads_plan(text: str | bytes, *, source: str) -> Plan:
-    """Read a saved plan (``--out``); KqplanError naming ``source`` if it is not one."""
-    try:
-        doc = PlanFile.model_validate_json(text)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise KqplanError(f"{source}: not a kqplan plan file: {where}: {err['msg']}",
-                          hint="plan files are written by `kqplan plan --out FILE`") from None
-    changes = []
-    for c in doc.changes:
-        ops = []
-        for op in c.ops:
-            if op.remove == (op.value is not None):
-                raise KqplanError(f"{source}: op {op.key} of {c.display}: value must be null "
-                                  "exactly when remove is true")
-            ops.append(Op(op.key, op.value))
-        changes.append(Change(Entity.of(c.entity), c.action, c.before, c.after, tuple(ops)))
-    return Plan(tuple(changes), doc.summary.get("unchanged", 0),
-                ClusterRef(doc.cluster.id, doc.cluster.bootstrap), doc.state_fingerprint,
-                tuple(doc.notes))

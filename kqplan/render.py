@@ -10,7 +10,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from kqplan.plan import Action, Change, Plan, Summary, dumps_plan
+from kqplan.plan import Action, Change, Plan, Summary
+from kqplan.planfile import dumps_plan
 from kqplan.quotas import QUOTA_KEYS
 from kqplan.units import format_bytes, format_number
 

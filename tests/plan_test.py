@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from kqplan.cluster.base import Op
 from kqplan.entity import Entity
 from kqplan.ownership import Ownership, ScopePattern
-from kqplan.plan import Action, ClusterRef, apply_ops, diff, dumps_plan, loads_plan, plan_to_json
+from kqplan.plan import Action, ClusterRef, apply_ops, diff
+from kqplan.planfile import dumps_plan, loads_plan, plan_to_json
 from tests.helpers import entity
 
 REF = ClusterRef("c1", "snapshot:x")

@@ -71,10 +71,11 @@ def test_text_and_markdown_agree_with_json(example_plan):
 def test_json_is_design_3_3(example_plan):
     doc = json.loads(render_json(example_plan))
     assert doc["format_version"] == 1
-    assert doc["cluster"] == {"id": "kqplan-example-prod-eu", "bootstrap": "snapshot:s.json"}
+    assert doc["cluster"] == {"id": "kqplan-example-prod-eu", "bootstrap": "snapshot:s.json",
+                              "version": None, "mode": None}
     assert doc["summary"] == {"add": 2, "change": 2, "delete": 1, "unchanged": 2}
     first = doc["changes"][0]
-    assert set(first) == {"entity", "display", "action", "before", "after", "ops"}
+    assert set(first) == {"entity", "display", "action", "before", "after", "ops", "origin", "metadata"}
     assert first == {"entity": {"ip": "10.0.0.7"}, "display": "{ip=10.0.0.7}", "action": "create",
                      "before": None, "after": {"connection_creation_rate": 50.0},
                      "ops": [{"key": "connection_creation_rate", "value": 50.0, "remove": False}]}

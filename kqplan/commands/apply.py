@@ -10,7 +10,8 @@ from kqplan.apply import apply, check_stale, report_to_json
 from kqplan.config import ProjectConfig
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
-from kqplan.plan import ClusterRef, Plan, loads_plan
+from kqplan.plan import ClusterRef, Plan
+from kqplan.planfile import loads_plan
 from kqplan.render import render_apply, render_text
 from kqplan.state import write_atomically
 from kqplan.target import Target, open_cluster

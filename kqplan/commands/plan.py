@@ -12,7 +12,8 @@ from kqplan.console import Streams
 from kqplan.diagnostics import DiagnosticsError, render_text
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.manifest.compile import DesiredState, load_desired
-from kqplan.plan import ClusterRef, Plan, diff, dumps_plan
+from kqplan.plan import ClusterRef, Plan, diff
+from kqplan.planfile import dumps_plan
 from kqplan.render import RENDERERS, Format
 from kqplan.state import QuotaState, fingerprint, write_atomically
 from kqplan.target import Target, open_cluster

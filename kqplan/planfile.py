@@ -1,0 +1,137 @@
+"""The saved-plan file form (DESIGN §3.3): ``plan_to_json``/``loads_plan`` side by side.
+
+In-memory plans are :mod:`kqplan.plan`; this module turns them into the versioned JSON that
+``--out`` writes and ``apply --plan`` reads (terraform's ``planfile``), and validates what it reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from kqplan.cluster.base import Op
+from kqplan.entity import Entity, Name
+from kqplan.errors import KqplanError
+from kqplan.metadata import Metadata
+from kqplan.plan import Action, Change, ClusterRef, Plan
+
+PLAN_FORMAT_VERSION = 1
+
+
+def _op_json(op: Op) -> dict[str, Any]:
+    return {"key": op.key, "value": op.value, "remove": op.remove}
+
+
+def change_to_json(change: Change) -> dict[str, Any]:
+    return {
+        "entity": change.entity.to_json(),
+        "display": change.entity.display,
+        "action": change.action.value,
+        "before": dict(change.before) if change.before is not None else None,
+        "after": dict(change.after) if change.after is not None else None,
+        "ops": [_op_json(op) for op in change.ops],
+        "origin": change.origin,
+        "metadata": change.metadata.to_json() if change.metadata is not None else None,
+    }
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    s = plan.summary
+    return {
+        "format_version": PLAN_FORMAT_VERSION,
+        "cluster": {"id": plan.cluster.id, "bootstrap": plan.cluster.address,
+                    "version": plan.cluster.version, "mode": plan.cluster.mode},
+        "state_fingerprint": plan.state_fingerprint,
+        "summary": {"add": s.add, "change": s.change, "delete": s.delete, "unchanged": s.unchanged},
+        "changes": [change_to_json(c) for c in plan.changes],
+        "notes": list(plan.notes),
+        "unmanaged": [{"entity": e.to_json(), "display": e.display, "quotas": dict(sorted(q.items()))}
+                      for e, q in plan.unmanaged],
+    }
+
+
+def dumps_plan(plan: Plan) -> str:
+    return json.dumps(plan_to_json(plan), indent=2, ensure_ascii=False) + "\n"
+
+
+class _OpFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    key: str
+    value: float | None
+    remove: bool
+
+
+class _ChangeFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    entity: dict[str, Name]
+    display: str
+    action: Action
+    before: dict[str, float] | None
+    after: dict[str, float] | None
+    ops: list[_OpFile]
+    origin: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class _UnmanagedFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    entity: dict[str, Name]
+    display: str
+    quotas: dict[str, float]
+
+
+class _ClusterFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    id: str | None
+    bootstrap: str
+    version: str | None = None
+    mode: str | None = None
+
+
+class PlanFile(BaseModel):
+    """A saved plan, validated on read."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    format_version: Literal[1]
+    cluster: _ClusterFile
+    state_fingerprint: str | None
+    summary: dict[str, int]
+    changes: list[_ChangeFile]
+    notes: list[str] = []
+    unmanaged: list[_UnmanagedFile] = []
+
+
+def _metadata(data: dict[str, Any] | None) -> Metadata | None:
+    if data is None:
+        return None
+    labels = data.get("labels") or {}
+    description = data.get("description")
+    return Metadata.of({str(k): str(v) for k, v in labels.items()},
+                       description if isinstance(description, str) else None)
+
+
+def loads_plan(text: str | bytes, *, source: str) -> Plan:
+    """Read a saved plan (``--out``); KqplanError naming ``source`` if it is not one."""
+    try:
+        doc = PlanFile.model_validate_json(text)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise KqplanError(f"{source}: not a kqplan plan file: {where}: {err['msg']}",
+                          hint="plan files are written by `kqplan plan --out FILE`") from None
+    changes = []
+    for c in doc.changes:
+        ops = []
+        for op in c.ops:
+            if op.remove == (op.value is not None):
+                raise KqplanError(f"{source}: op {op.key} of {c.display}: value must be null "
+                                  "exactly when remove is true")
+            ops.append(Op(op.key, op.value))
+        changes.append(Change(Entity.of(c.entity), c.action, c.before, c.after, tuple(ops),
+                              c.origin, _metadata(c.metadata)))
+    return Plan(tuple(changes), doc.summary.get("unchanged", 0),
+                ClusterRef(doc.cluster.id, doc.cluster.bootstrap, doc.cluster.version, doc.cluster.mode),
+                doc.state_fingerprint, tuple(doc.notes),
+                tuple((Entity.of(u.entity), u.quotas) for u in doc.unmanaged))
