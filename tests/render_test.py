@@ -78,7 +78,8 @@ def test_json_is_design_3_3(example_plan):
     assert set(first) == {"entity", "display", "action", "before", "after", "ops", "origin", "metadata"}
     assert first == {"entity": {"ip": "10.0.0.7"}, "display": "{ip=10.0.0.7}", "action": "create",
                      "before": None, "after": {"connection_creation_rate": 50.0},
-                     "ops": [{"key": "connection_creation_rate", "value": 50.0, "remove": False}]}
+                     "ops": [{"key": "connection_creation_rate", "value": 50.0, "remove": False}],
+                     "origin": None, "metadata": None}
 
 
 def test_no_changes():
