@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kqplan.cluster.base import Cluster
 from kqplan.cluster.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
+from kqplan.config import ClusterEntry
 from kqplan.errors import KqplanError
 
 NO_TARGET_HINT = ("give --bootstrap-server HOST:PORT (with --command-config for SASL/TLS), "
@@ -25,6 +26,20 @@ class Target:
     command_config: Path | None = None
     sandbox: bool = False
     sandbox_seed: Path | None = None
+
+    @classmethod
+    def of_cluster(cls, entry: ClusterEntry) -> Target:
+        """The target an inventory entry names (``snapshot`` or ``bootstrap-server``)."""
+        if not entry.has_target:
+            raise KqplanError(f"cluster '{entry.name}' has no target in the inventory",
+                              hint=f"add bootstrap-server (or snapshot) to [clusters.{entry.name}]")
+        return cls(state=entry.snapshot, bootstrap=entry.bootstrap, command_config=entry.command_config)
+
+    def or_cluster(self, entry: ClusterEntry | None) -> Target:
+        """Explicit target options win; without any, the inventory entry's target."""
+        if entry is None or self.chosen() or self.command_config is not None:
+            return self
+        return Target.of_cluster(entry)
 
     def chosen(self) -> list[str]:
         """The explicitly given, mutually exclusive target options."""
