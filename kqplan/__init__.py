@@ -1,0 +1,3 @@
+"""kqplan: Kafka client quotas as code (validate, plan, apply, resolve)."""
+
+__version__ = "0.2.0"

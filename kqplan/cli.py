@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kqplan.config import ProjectConfig, find_config, load_config
+from kqplan.config import ClusterEntry, ProjectConfig, find_config, load_config
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
 
 if TYPE_CHECKING:
     from kqplan.target import Target
+
+# typer prints an argument's Python type after its metavar ("PATH... <list[Path]>"); the
+# metavar already says what to type.
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
 
 # typer vendors click privately (typer._click); reach its exception types through public names.
 _UsageError: type[Exception] = next(
@@ -31,17 +35,25 @@ app = typer.Typer(
     name="kqplan",
     help="Kafka client quotas as code: validate, plan, apply, resolve.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-_state: dict[str, Any] = {"debug": False, "config": None}
+_state: dict[str, Any] = {"debug": False, "config": None, "no_color": False, "no_input": False}
 
 
 def _streams() -> Streams:
-    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
+    interactive = (sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
+                   and not _state["no_input"])
     return Streams(sys.stdout, sys.stderr, interactive)
+
+
+def _color() -> bool:
+    """Colour on a terminal, unless NO_COLOR (https://no-color.org) or --no-color says no."""
+    return (sys.stdout.isatty() and not _state["no_color"] and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
 
 
 def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
@@ -52,8 +64,27 @@ def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
     return find_config(start if start.is_dir() else start.parent)
 
 
-def run(body: Callable[[], int]) -> int:
-    """The error boundary every command goes through."""
+def _use_config(config: Path | None) -> None:
+    """A command's own ``--config`` (same as the global one, given after the command name)."""
+    if config is not None:
+        _state["config"] = config
+
+
+def _cluster(name: str | None, config: ProjectConfig) -> ClusterEntry | None:
+    return config.cluster(name) if name is not None else None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from kqplan import __version__
+
+        sys.stdout.write(f"kqplan {__version__}\n")
+        raise typer.Exit(0)
+
+
+def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
+    """The error boundary every command goes through (``json_errors``: errors as JSON on stderr,
+    for ``--format json``)."""
     from kqplan.perf import paused_gc
 
     try:
@@ -63,7 +94,9 @@ def run(body: Callable[[], int]) -> int:
     except KqplanError as exc:
         from kqplan.diagnostics import DiagnosticsError
 
-        if isinstance(exc, DiagnosticsError):
+        if json_errors:
+            sys.stderr.write(_error_json(exc) + "\n")
+        elif isinstance(exc, DiagnosticsError):
             sys.stderr.write(str(exc) + "\n")
         else:
             sys.stderr.write(f"Error: {exc}\n")
@@ -83,27 +116,60 @@ def run(body: Callable[[], int]) -> int:
         return ExitCode.ERROR
 
 
+def _error_json(exc: KqplanError) -> str:
+    """``{"error": {"message", "hint", "diagnostics"}}``: the same facts as the text form."""
+    import json
+
+    from kqplan.diagnostics import DiagnosticsError, render_json
+
+    diagnostics = json.loads(render_json(exc.diagnostics)) if isinstance(exc, DiagnosticsError) else []
+    message = (f"{sum(d.is_error for d in exc.diagnostics)} error(s) in the input"
+               if isinstance(exc, DiagnosticsError) else exc.message)
+    return json.dumps({"error": {"message": message, "hint": exc.hint, "diagnostics": diagnostics}},
+                      ensure_ascii=False)
+
+
 @app.callback()
 def _global(
     config: Annotated[Path | None, typer.Option(
         "--config", help="Project config file (default: the nearest kqplan.toml).",
-        dir_okay=False)] = None,
+        dir_okay=False, metavar="FILE")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    no_color: Annotated[bool, typer.Option(
+        "--no-color", help="No colour, even on a terminal (also: NO_COLOR=1).")] = False,
+    no_input: Annotated[bool, typer.Option(
+        "--no-input", help="Never prompt: fail with the flag to add instead.")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", help="Print the version and exit.", is_eager=True,
+        callback=_version)] = False,
 ) -> None:
     _state["config"] = config
     _state["debug"] = debug
+    _state["no_color"] = no_color
+    _state["no_input"] = no_input
 
 
 PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or directories.",
-                                                show_default=False)]
+                                                show_default=False, metavar="PATH...")]
+OptionalPathsArg = Annotated[list[Path] | None, typer.Argument(
+    help="Manifest files or directories (default: the --cluster's manifests).", show_default=False,
+    metavar="[PATH...]")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", metavar="NAME",
+    help="A cluster of the kqplan.toml inventory: its manifests and target (explicit flags win).")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", dir_okay=False, metavar="FILE",
+    help="Project config file (default: the nearest kqplan.toml).")]
 StateOpt = Annotated[Path | None, typer.Option(
-    "--state", help="Plan against a snapshot file instead of a live cluster.", dir_okay=False)]
+    "--state", help="Plan against a snapshot file instead of a live cluster.", dir_okay=False,
+    metavar="SNAPSHOT.json")]
 # The KQPLAN_* variables are read when the target opens (kqplan.target), not by typer: an
 # explicit --state or --sandbox must win over a bootstrap address exported in the shell.
 BootstrapOpt = Annotated[str | None, typer.Option(
-    "--bootstrap-server", help="Kafka bootstrap HOST:PORT [env: KQPLAN_BOOTSTRAP_SERVER].")]
+    "--bootstrap-server", help="Kafka bootstrap HOST:PORT [env: KQPLAN_BOOTSTRAP_SERVER].",
+    metavar="HOST:PORT")]
 CommandConfigOpt = Annotated[Path | None, typer.Option(
-    "--command-config", dir_okay=False,
+    "--command-config", dir_okay=False, metavar="FILE",
     help="Client properties (as for kafka-configs.sh): security.protocol, sasl.*, ssl.* "
          "[env: KQPLAN_COMMAND_CONFIG].")]
 SandboxOpt = Annotated[str | None, typer.Option(
@@ -122,7 +188,7 @@ def _target(state: Path | None, bootstrap: str | None, command_config: Path | No
 @app.command()
 def validate(
     paths: PathsArg,
-    fmt: Annotated[str, typer.Option("--format", help="text | json | github")] = "text",
+    fmt: Annotated[str, typer.Option("--format", help="text | json | github", metavar="FORMAT")] = "text",
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
 ) -> int:
     """Check manifests offline; report every problem with file:line:column."""
@@ -135,28 +201,49 @@ def validate(
 
 @app.command()
 def plan(
-    paths: PathsArg,
+    paths: OptionalPathsArg = None,
+    cluster: ClusterOpt = None,
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="text | markdown | json")] = "text",
+    fmt: Annotated[str, typer.Option(
+        "--format", help="text | markdown | json | github", metavar="FORMAT")] = "text",
     out: Annotated[Path | None, typer.Option(
-        "--out", help="Save the plan (JSON) for `kqplan apply --plan`.", dir_okay=False)] = None,
+        "--out", help="Save the plan (JSON) for `kqplan apply --plan`.", dir_okay=False,
+        metavar="PLAN.json")] = None,
     detailed_exitcode: Annotated[bool, typer.Option(
         "--detailed-exitcode", help="Exit 2 when there are changes (0: none, 1: error).")] = False,
     principals: Annotated[Path | None, typer.Option(
-        "--principals", dir_okay=False,
+        "--principals", dir_okay=False, metavar="FILE",
         help="CSV or JSON lines of user,client-id pairs: show whose effective quota changes.")] = None,
+    allow_mass_delete: Annotated[bool, typer.Option(
+        "--allow-mass-delete", help="Allow more deletions than [policy] max-delete(-percent).")] = False,
+    fail_on_unmanaged: Annotated[bool, typer.Option(
+        "--fail-on-unmanaged",
+        help="Exit 1 when cluster entities are outside every manifest and ownership scope.")] = False,
+    config: ConfigOpt = None,
 ) -> int:
     """Show what apply would change: manifests against one describe of the cluster."""
+    from kqplan.commands.plan import Guardrails
     from kqplan.commands.plan import plan as command
     from kqplan.render import Format
 
-    return run(lambda: command(
-        paths, _target(state, bootstrap_server, command_config, sandbox),
-        _config(paths), fmt=_choice(Format, fmt, "--format"), out=out,
-        detailed_exitcode=detailed_exitcode, streams=_streams(), principals=principals))
+    _use_config(config)
+    github = fmt == "github"
+
+    def body() -> int:
+        given = paths or []
+        project = _config(given)
+        return command(
+            given, _target(state, bootstrap_server, command_config, sandbox), project,
+            fmt=Format.MARKDOWN if github else _choice(Format, fmt, "--format"), out=out,
+            detailed_exitcode=detailed_exitcode, streams=_streams(), principals=principals,
+            cluster=_cluster(cluster, project),
+            guardrails=Guardrails(allow_mass_delete, fail_on_unmanaged), color=_color(),
+            config_flag=_state["config"], github=github)
+
+    return run(body, json_errors=fmt == "json")
 
 
 @app.command()
@@ -193,7 +280,8 @@ def export(
     out: Annotated[Path | None, typer.Option(
         "--out", help="Directory for the manifests (a file with --format json); default stdout.")] = None,
     split_by: Annotated[str, typer.Option("--split-by", help="none | user")] = "none",
-    fmt: Annotated[str, typer.Option("--format", help="yaml (manifests) | json (snapshot)")] = "yaml",
+    fmt: Annotated[str, typer.Option(
+        "--format", help="yaml (manifests) | json (snapshot)", metavar="FORMAT")] = "yaml",
 ) -> int:
     """Write manifests that reproduce the cluster (adopt an existing cluster)."""
     from kqplan.commands.export import ExportFormat, export_command
@@ -223,7 +311,7 @@ def describe(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="text | json | yaml")] = "text",
+    fmt: Annotated[str, typer.Option("--format", help="text | json | yaml", metavar="FORMAT")] = "text",
 ) -> int:
     """Show configured quotas of the entities matching a filter (KIP-546 describe)."""
     from kqplan.commands.describe import DescribeFormat, describe_command
@@ -279,7 +367,7 @@ def resolve(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
 ) -> int:
     """Which quota a connection really gets, per key, and from which entity (KIP-546 resolve)."""
     from kqplan.commands.resolve import ResolveFormat, resolve_command

@@ -155,6 +155,8 @@ class Policy:
     """Default entities that must be listed, as type tuples: ``("user",)`` is ``{user=<default>}``."""
     required_labels: tuple[str, ...] = ()
     key_bounds: tuple[KeyBounds, ...] = ()
+    allow_unmanaged: bool = True
+    """False: a plan fails while cluster entities are outside every manifest and scope."""
     source: Path | None = None
 
 
@@ -337,7 +339,7 @@ def _policy(path: Path, text: str, doc: _ConfigFile, custom_keys: frozenset[str]
                                           f"policy.keys.{key}: min is above max"))
         bounds.append(KeyBounds(key, low, high))
     return Policy(raw.max_delete, float(raw.max_delete_percent), tuple(raw.required_keys),
-                  tuple(defaults), tuple(raw.required_labels), tuple(bounds), path)
+                  tuple(defaults), tuple(raw.required_labels), tuple(bounds), raw.allow_unmanaged, path)
 
 
 def load_config(path: Path) -> ProjectConfig:

@@ -9,7 +9,7 @@ can refuse a stale plan (terraform's "Saved plan is stale").
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -119,34 +119,47 @@ def ops_between(before: Quotas | None, after: Quotas | None) -> tuple[Op, ...]:
 
 
 def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
-         cluster: ClusterRef, fingerprint: str | None) -> Plan:
+         cluster: ClusterRef, fingerprint: str | None, absent: Collection[Entity] = (),
+         origins: Mapping[Entity, str] | None = None,
+         metadata: Mapping[Entity, Metadata] | None = None) -> Plan:
     """Compare desired with actual: listed entities are owned whole; unlisted ones are deleted
-    only inside a ``prune`` scope."""
+    only inside a ``prune`` scope, or when a layer overrode them away (``absent``); the rest are
+    reported as unmanaged. ``origins`` and ``metadata`` only annotate the changes."""
+    origins = origins or {}
+    metadata = metadata or {}
     changes: list[Change] = []
     unchanged = 0
     for entity, want in desired.items():
         have = actual.get(entity)
         if have is None:
-            changes.append(Change(entity, Action.CREATE, None, want, ops_between(None, want)))
+            changes.append(Change(entity, Action.CREATE, None, want, ops_between(None, want),
+                                  origins.get(entity), metadata.get(entity)))
         elif not _same(want, have):
-            changes.append(Change(entity, Action.UPDATE, have, want, ops_between(have, want)))
+            changes.append(Change(entity, Action.UPDATE, have, want, ops_between(have, want),
+                                  origins.get(entity), metadata.get(entity)))
         else:
             unchanged += 1
     watched = 0
-    if ownership.prune or ownership.watch:
-        for entity, have in actual.items():
-            if entity in desired:
-                continue
-            if ownership.prunes(entity):
-                changes.append(Change(entity, Action.DELETE, have, None, ops_between(have, None)))
-            elif ownership.watches(entity):
-                watched += 1
+    unmanaged: list[tuple[Entity, Quotas]] = []
+    for entity, have in actual.items():
+        if entity in desired:
+            continue
+        if entity in absent:
+            changes.append(Change(entity, Action.DELETE, have, None, ops_between(have, None),
+                                  origins.get(entity), metadata.get(entity)))
+        elif ownership.prunes(entity):
+            changes.append(Change(entity, Action.DELETE, have, None, ops_between(have, None)))
+        elif ownership.watches(entity):
+            watched += 1
+        else:
+            unmanaged.append((entity, have))
     changes.sort(key=lambda c: c.entity.sort_key())
+    unmanaged.sort(key=lambda item: item[0].sort_key())
     notes: tuple[str, ...] = ()
     if watched:
         notes = (f"{watched} entit{'y' if watched == 1 else 'ies'} inside an ownership scope "
                  "without prune are not in any manifest (left untouched).",)
-    return Plan(tuple(changes), unchanged, cluster, fingerprint, notes)
+    return Plan(tuple(changes), unchanged, cluster, fingerprint, notes, tuple(unmanaged))
 
 
 def apply_ops(state: Mapping[Entity, Quotas], changes: Iterable[Change]) -> dict[Entity, dict[str, float]]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kqplan.cluster.base import Cluster
-from kqplan.config import ProjectConfig
+from kqplan.config import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
-from kqplan.diagnostics import DiagnosticsError, render_text
+from kqplan.diagnostics import Diagnostic, DiagnosticsError, render_text
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.manifest.compile import DesiredState, load_desired
 from kqplan.plan import ClusterRef, Plan, diff
@@ -21,15 +23,45 @@ from kqplan.target import Target, open_cluster
 if TYPE_CHECKING:
     from kqplan.principals import Principal
 
+UNMANAGED_SHOWN = 10
 
-def load_checked(paths: Sequence[Path], config: ProjectConfig, streams: Streams) -> DesiredState:
-    """Manifests that must be valid to go on: errors raise, warnings go to stderr."""
+
+@dataclass(frozen=True, slots=True)
+class Guardrails:
+    """What a plan may do beyond the defaults of ``[policy]`` (flags of plan and apply)."""
+
+    allow_mass_delete: bool = False
+    fail_on_unmanaged: bool = False
+
+
+def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None) -> list[Path]:
+    """The paths given, else the inventory cluster's layers."""
+    if paths:
+        return list(paths)
+    if cluster is not None and cluster.manifests:
+        return list(cluster.manifests)
+    if cluster is not None:
+        raise KqplanError(f"cluster '{cluster.name}' lists no manifests in the inventory",
+                          hint=f"add manifests = [\"DIR\", ...] to [clusters.{cluster.name}], or give paths")
+    raise KqplanError("no manifests given", hint="give manifest files or directories, or --cluster NAME")
+
+
+def load_checked(paths: Sequence[Path], config: ProjectConfig, streams: Streams, *,
+                 quiet: bool = False) -> DesiredState:
+    """Manifests that must be valid to go on: errors raise, warnings go to stderr (unless quiet)."""
     desired = load_desired(paths, config)
     if desired.errors:
         raise DiagnosticsError(desired.diagnostics)
-    if desired.diagnostics:
+    if desired.diagnostics and not quiet:
         streams.warn(render_text(desired.diagnostics))
     return desired
+
+
+def lint_warnings(desired: DesiredState) -> list[Diagnostic]:
+    """validate's lint (shadowed keys, ``User:`` names): warnings that plan shows too."""
+    from kqplan.lint import lint
+
+    return lint(desired)
 
 
 def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
@@ -50,41 +82,143 @@ def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
                           "under [clusters] in kqplan.toml")
 
 
+def check_inventory_id(entry: ClusterEntry | None, cluster_id: str | None, address: str) -> None:
+    """``--cluster NAME`` with an ``id``: the target reached must be that cluster."""
+    if entry is None or entry.id is None or cluster_id == entry.id:
+        return
+    raise KqplanError(f"wrong cluster: [clusters.{entry.name}] demands id {entry.id}, but {address} is "
+                      f"cluster {cluster_id or '(no id)'}",
+                      hint="check the target of this cluster in kqplan.toml")
+
+
 def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig, *,
-                 record_state: bool = True, actual: QuotaState | None = None) -> Plan:
+                 record_state: bool = True, actual: QuotaState | None = None,
+                 entry: ClusterEntry | None = None) -> Plan:
     """One describe (unless ``actual`` was read already), then the diff; ``record_state`` adds
     the state's fingerprint."""
     ident = cluster.identity()
+    check_inventory_id(entry, ident.cluster_id, ident.address)
     check_guard(desired, ident.cluster_id, ident.address, config)
     if actual is None:
         actual = cluster.describe()
-    return diff(desired.quotas, actual, desired.ownership,
-                cluster=ClusterRef(ident.cluster_id, ident.address),
-                fingerprint=fingerprint(actual) if record_state else None)
+    ref = ClusterRef(ident.cluster_id, ident.address, getattr(ident, "version", None),
+                     getattr(ident, "mode", None))
+    return diff(desired.quotas, actual, desired.ownership, cluster=ref,
+                fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
+                origins={e: o.display for e, o in desired.origins.items()},
+                metadata=desired.metadata)
+
+
+def check_guardrails(plan: Plan, desired: DesiredState | None, config: ProjectConfig,
+                     guardrails: Guardrails) -> None:
+    """The deletion brake and ``protect: true`` (saved plans: the brake only)."""
+    from kqplan.policy import deletion_problem
+
+    problem = deletion_problem(plan, config.policy, desired.protected if desired else (),
+                               allow_mass_delete=guardrails.allow_mass_delete)
+    if problem is not None:
+        raise problem
+
+
+def unmanaged_problem(plan: Plan, config: ProjectConfig, guardrails: Guardrails) -> KqplanError | None:
+    """With --fail-on-unmanaged (or ``allow-unmanaged = false``), unmanaged entities are an error."""
+    if not plan.unmanaged or not (guardrails.fail_on_unmanaged or not config.policy.allow_unmanaged):
+        return None
+    n = len(plan.unmanaged)
+    return KqplanError(f"{n} entit{'y' if n == 1 else 'ies'} on the cluster {'is' if n == 1 else 'are'} not "
+                       "managed by these manifests",
+                       hint="adopt them with `kqplan import --all-unmanaged DIR`, or cover them with an "
+                       "ownership scope")
+
+
+def _notes(plan: Plan, warnings: Sequence[Diagnostic]) -> tuple[str, ...]:
+    from kqplan.impact import default_warnings
+
+    lint = [render_text([d]).splitlines()[0] for d in warnings]
+    return (*plan.notes, *(w.message for w in default_warnings(plan)), *lint)
+
+
+def apply_hint(out: Path, target: Target, cluster: ClusterEntry | None, config_flag: Path | None) -> str:
+    """A command that applies the saved plan, runnable as printed."""
+    words = ["kqplan"]
+    if config_flag is not None:
+        words += ["--config", str(config_flag)]
+    words += ["apply", "--plan", str(out)]
+    if cluster is not None and not target.chosen() and target.command_config is None:
+        words += ["--cluster", cluster.name]
+    elif target.bootstrap:
+        words += ["--bootstrap-server", target.bootstrap]
+        if target.command_config is not None:
+            words += ["--command-config", str(target.command_config)]
+    elif target.sandbox:
+        words += ["--sandbox"] + ([str(target.sandbox_seed)] if target.sandbox_seed else [])
+    elif target.state is not None:
+        return (f"Saved the plan to {out}. It was made against a snapshot, which cannot be changed: "
+                "apply it to the live cluster with `kqplan apply --plan "
+                f"{out} --bootstrap-server HOST:PORT` (it is refused if the cluster differs).")
+    else:  # from KQPLAN_BOOTSTRAP_SERVER / KQPLAN_COMMAND_CONFIG: the same environment applies it
+        pass
+    return f"Saved the plan to {out}. Apply exactly these changes with: {' '.join(words)}"
+
+
+def check_writable(out: Path, what: str) -> None:
+    """Refuse early (before any request) an output path that cannot be written."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise KqplanError(f"{what} {out} is a directory", hint="give a file name")
+    if not parent.is_dir():
+        raise KqplanError(f"cannot write {what} {out}: directory {parent} does not exist",
+                          hint=f"create it first (mkdir -p {parent})")
+    if not os.access(parent, os.W_OK):
+        raise KqplanError(f"cannot write {what} {out}: directory {parent} is not writable")
 
 
 def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,
          out: Path | None, detailed_exitcode: bool, streams: Streams,
-         principals: Path | None = None) -> int:
-    desired = load_checked(paths, config, streams)
+         principals: Path | None = None, cluster: ClusterEntry | None = None,
+         guardrails: Guardrails = Guardrails(), color: bool = False,
+         config_flag: Path | None = None, github: bool = False) -> int:
+    """``fmt`` text | markdown | json; ``github`` (with fmt=markdown ignored) prints workflow
+    annotations instead."""
+    if out is not None:
+        check_writable(out, "the plan file")
+    text_like = fmt is Format.TEXT
+    desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
+    warnings = lint_warnings(desired)
+    if text_like and warnings:
+        streams.warn(render_text(warnings))
     who = None
     if principals is not None:
         from kqplan.principals import read_principals
 
         who = read_principals(principals)
-    with open_cluster(target) as cluster, streams.progress() as progress:
+    target = target.or_cluster(cluster)
+    with open_cluster(target) as live, streams.progress() as progress:
         progress("Describing the cluster")
-        actual = cluster.describe() if who is not None else None
-        result = compute_plan(desired, cluster, config,
+        actual = live.describe() if who is not None else None
+        result = compute_plan(desired, live, config, entry=cluster,
                               record_state=out is not None or fmt is Format.JSON, actual=actual)
+    check_guardrails(result, desired, config, guardrails)
+    saved = replace(result, notes=_notes(result, warnings))
     if out is not None:
-        write_atomically(out, dumps_plan(result))
-    streams.print(RENDERERS[fmt](result), end="")
-    if fmt is not Format.JSON:
+        write_atomically(out, dumps_plan(saved))
+    if fmt is Format.TEXT:
+        from kqplan.render import render_text as render_plan_text
+
+        streams.print(render_plan_text(result), end="")
+    elif github:
+        from kqplan.render_github import render_plan_github
+
+        streams.print(render_plan_github(saved, warnings), end="")
+    else:
+        streams.print(RENDERERS[fmt](saved), end="")
+    if text_like:
         _blast_radius(result, actual, who, streams)
-    if out is not None and fmt is not Format.JSON:
-        streams.print(f"\nSaved the plan to {out}. Apply exactly these changes with: "
-                      f"kqplan apply --plan {out}")
+    if out is not None and text_like:
+        streams.print("\n" + apply_hint(out, target, cluster, config_flag))
+    problem = unmanaged_problem(result, config, guardrails)
+    if problem is not None:
+        raise problem
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
 
 

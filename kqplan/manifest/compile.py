@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from kqplan import entity as entity_module
 from kqplan.config import ProjectConfig
 from kqplan.diagnostics import Diagnostic, Severity, did_you_mean, sort_key
 from kqplan.entity import (
@@ -37,6 +38,7 @@ from kqplan.manifest.loader import (
     load,
     resolve,
 )
+from kqplan.metadata import Metadata
 from kqplan.ownership import Ownership, ScopePattern
 from kqplan.perf import paused_gc
 from kqplan.quotas import (
@@ -48,7 +50,7 @@ from kqplan.quotas import (
 )
 from kqplan.units import UnitError, parse_bytes
 
-_ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "quotas")
+_ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "metadata", "quotas")
 _ENTRY_FIELD_SET = frozenset(_ENTRY_FIELDS)
 _EXACT_DOUBLE_LIMIT = 2**53
 
@@ -59,6 +61,18 @@ class Origin:
 
     source: SourceFile
     loc: Loc
+    layer: int = 0
+    """Index of the manifests layer (the path given) the entry came from."""
+    overrides: Origin | None = None
+    """The earlier layer's entry this one overrides (``override: true``)."""
+
+    @property
+    def display(self) -> str:
+        """``overlays/prod/q.yaml:12`` (``… over base/q.yaml:3`` for an override), for plans."""
+        here = str(self.source.locator.span(self.loc)) if self.source.text else self.source.path
+        if self.overrides is None:
+            return here
+        return f"{here} (overrides {self.overrides.display})"
 
 
 @dataclass(slots=True)
@@ -67,6 +81,11 @@ class DesiredState:
 
     quotas: dict[Entity, dict[str, float]] = field(default_factory=dict)
     origins: dict[Entity, Origin] = field(default_factory=dict)
+    absent: set[Entity] = field(default_factory=set)
+    """Entities a later layer overrode down to no keys: listed, and meant not to exist."""
+    protected: set[Entity] = field(default_factory=set)
+    """Entities with ``protect: true``: a plan deleting one is refused."""
+    metadata: dict[Entity, Metadata] = field(default_factory=dict)
     ownership: Ownership = field(default_factory=Ownership)
     cluster_guard: str | None = None
     files: int = 0
@@ -93,6 +112,7 @@ class _Compiler:
         self.guard: tuple[str, SourceFile, Loc] | None = None
         self.pending: list[tuple[SourceFile, Pending]] = []
         self.values: dict[tuple[str, type, Any], float] = {}
+        self.removed: dict[Entity, Origin] = {}
 
     def report(self, source: SourceFile, pending: Pending) -> None:
         self.pending.append((source, pending))
@@ -236,9 +256,9 @@ class _Compiler:
                 hint="plan each cluster's manifests separately"))
 
     # -- entities -------------------------------------------------------------------------
-    def add_entities(self, loaded: LoadedManifest) -> None:
+    def add_entities(self, loaded: LoadedManifest, layer: int = 0) -> None:
         source = loaded.source
-        origins, desired = self.state.origins, self.state.quotas
+        doc_meta = _metadata(loaded.raw.get("metadata"))
         for i, raw in enumerate(loaded.raw.get("entities") or ()):
             loc: Loc = ("entities", i)
             parts: list[tuple[str, Name]] = []
@@ -269,18 +289,66 @@ class _Compiler:
             if (kind is not EntityKind.CLIENT or any(n == "" for _, n in parts)) and \
                     not self.check_entity(source, loc, entity):
                 continue
-            quotas = self.entity_quotas(source, loc, entity, kind, raw)
-            if quotas is None:
+            if not self.check_names(source, loc, entity):
                 continue
-            first = origins.get(entity)
-            if first is not None:
+            self.add_entry(source, loc, entity, raw, layer=layer, doc_meta=doc_meta)
+
+    def add_entry(self, source: SourceFile, loc: Loc, entity: Entity, raw: dict[str, Any], *,
+                  layer: int, doc_meta: Metadata | None) -> None:
+        """One valid entity entry: new, a duplicate, or an override of an earlier layer."""
+        state = self.state
+        override = raw.get("override") is True
+        first = state.origins.get(entity)
+        if first is None and entity in state.absent:
+            first = self.removed.get(entity)
+        earlier: dict[str, float] | None = None
+        if first is not None:
+            if not override or first.layer == layer:
+                hint = ("merge the two entries into one" if first.layer == layer else
+                        "to change it in this layer, add `override: true` to this entry")
                 self.report(source, Pending(
                     "KQP102", f"entity {entity.display} is listed twice", loc,
-                    related=((first.source, first.loc, "first listed"),),
-                    hint="merge the two entries into one"))
-                continue
-            origins[entity] = Origin(source, loc)
-            desired[entity] = quotas
+                    related=((first.source, first.loc, "first listed"),), hint=hint))
+                return
+            earlier = state.quotas.get(entity, {})
+        elif override:
+            self.report(source, Pending(
+                "KQP122", f"override: true, but no earlier layer lists {entity.display}", (*loc, "override"),
+                at_key=True, hint="remove `override: true`, or list the entity in an earlier layer "
+                "(layers are the paths given, in order, or a cluster's `manifests` in kqplan.toml)"))
+            return
+        quotas = self.entity_quotas(source, loc, entity, entity.kind, raw, earlier=earlier)
+        if quotas is None:
+            return
+        origin = Origin(source, loc, layer, first)
+        state.origins[entity] = origin
+        meta = _metadata(raw.get("metadata"))
+        merged = (meta or Metadata()).merged_over(state.metadata.get(entity) if override else doc_meta) \
+            if meta is not None or doc_meta is not None or entity in state.metadata else None
+        if merged is not None and (merged.labels or merged.description is not None):
+            state.metadata[entity] = merged
+        if "protect" in raw:
+            (state.protected.add if raw["protect"] is True else state.protected.discard)(entity)
+        if quotas:
+            state.quotas[entity] = quotas
+            state.absent.discard(entity)
+        else:  # an override removed every key: the entity must not exist
+            state.quotas.pop(entity, None)
+            state.absent.add(entity)
+            self.removed[entity] = origin
+
+    def check_names(self, source: SourceFile, loc: Loc, entity: Entity) -> bool:
+        """Names a reviewer can read: no control or invisible format characters."""
+        problem_of = getattr(entity_module, "name_problem", None)
+        for entity_type, name in entity.parts:
+            problem = problem_of(name) if problem_of is not None and name is not None else None
+            if problem is not None:
+                self.report(source, Pending(
+                    "KQP106", f"{entity_type} name {problem}", (*loc, entity_type),
+                    hint="names with control or invisible characters can make a plan read differently "
+                    "from what it sends; use the plain name"))
+                return False
+        return True
 
     def add_custom_part(self, source: SourceFile, loc: Loc, extra: str, value: Any,
                         parts: list[tuple[str, Name]]) -> bool:
@@ -349,10 +417,12 @@ class _Compiler:
         return value
 
     def entity_quotas(self, source: SourceFile, loc: Loc, entity: Entity, kind: EntityKind,
-                      raw: dict[str, Any]) -> dict[str, float] | None:
+                      raw: dict[str, Any], *, earlier: dict[str, float] | None = None
+                      ) -> dict[str, float] | None:
+        """The entry's quotas (over ``earlier`` for an override); None after reporting a problem."""
         custom = kind is EntityKind.CUSTOM
         valid_keys = keys_for(kind)
-        quotas: dict[str, float] = {}
+        quotas: dict[str, float] = dict(earlier) if earlier is not None else {}
         ok = True
         profile = raw.get("profile")
         if profile is not None:
@@ -362,6 +432,16 @@ class _Compiler:
             ok = inherited
         for key, value_raw in (raw.get("quotas") or {}).items():
             kloc: Loc = (*loc, "quotas", key)
+            if value_raw is None:
+                if earlier is None:
+                    self.report(source, Pending(
+                        "KQP021", f"{key}: value must be a number, got null", kloc,
+                        hint="null removes a key only in an entry with `override: true`; "
+                        "to remove the key here, delete the line"))
+                    ok = False
+                else:
+                    quotas.pop(key, None)
+                continue
             if key not in valid_keys and not self.key_allowed(source, kloc, entity, key, custom):
                 ok = False
                 continue
@@ -370,7 +450,7 @@ class _Compiler:
                 ok = False
                 continue
             quotas[key] = value
-        if ok and not quotas:
+        if ok and not quotas and earlier is None:
             self.report(source, Pending(
                 "KQP118", f"entity {entity.display} sets no quotas", loc,
                 hint="add a `quotas:` map or a `profile:`; to delete an entity from the cluster, "
@@ -416,7 +496,22 @@ class _Compiler:
             quotas[key] = inherited
         return ok
 
+    def check_guard_known(self) -> None:
+        """With an inventory, a ``cluster:`` guard must name one of its clusters (or an id)."""
+        clusters = self.config.clusters
+        if self.guard is None or not clusters:
+            return
+        guard, source, loc = self.guard
+        if guard in clusters or any(e.id == guard for e in clusters.values()):
+            return
+        guess = did_you_mean(guard, clusters)
+        self.report(source, Pending(
+            "KQP141", f"cluster '{guard}' is not in the inventory ({self.config.source})", loc,
+            hint=f"did you mean '{guess}'?" if guess else
+            f"clusters: {', '.join(sorted(clusters))}; or add [clusters.{guard}] to kqplan.toml"))
+
     def finish(self) -> DesiredState:
+        self.check_guard_known()
         self.state.ownership = Ownership.of(self.scopes)
         self.state.cluster_guard = self.guard[0] if self.guard else None
         self.state.diagnostics.extend(resolve(source, p) for source, p in self.pending)
@@ -424,28 +519,63 @@ class _Compiler:
         return self.state
 
 
+def _metadata(raw: Any) -> Metadata | None:
+    """A ``metadata:`` mapping (shape checked by pydantic already) as a value."""
+    if not isinstance(raw, dict):
+        return None
+    labels = raw.get("labels") or {}
+    description = raw.get("description")
+    return Metadata.of({str(k): str(v) for k, v in labels.items()},
+                       description if isinstance(description, str) else None)
+
+
 def _kind_name(entity: Entity) -> str:
     return "ip" if entity.kind is EntityKind.IP else "user/client-id"
 
 
-def compile_manifests(loaded: Sequence[LoadedManifest], config: ProjectConfig) -> DesiredState:
-    """Profiles first (any file may use any file's profile), then ownership and entities."""
+def compile_manifests(loaded: Sequence[LoadedManifest], config: ProjectConfig, *,
+                      layers: Sequence[int] | None = None) -> DesiredState:
+    """Profiles first (any file may use any file's profile), then ownership and entities, layer
+    by layer (``layers[i]`` is the layer of ``loaded[i]``; all 0 when not given)."""
     compiler = _Compiler(config)
+    layer_of = list(layers) if layers is not None else [0] * len(loaded)
     for item in loaded:
         compiler.add_profiles(item)
-    for item in loaded:
+    for item, layer in zip(loaded, layer_of, strict=True):
         compiler.add_guard(item)
         compiler.add_ownership(item)
-        compiler.add_entities(item)
+        compiler.add_entities(item, layer)
     compiler.state.files = len(loaded)
     return compiler.finish()
 
 
 def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
-    """Load, shape-check and compile manifests; ``.diagnostics`` holds every problem found."""
+    """Load, shape-check and compile manifests; ``.diagnostics`` holds every problem found.
+
+    Each path is a layer, in order: an entity of a later layer may override the same entity of
+    an earlier one with ``override: true`` (a cluster's ``manifests`` in kqplan.toml are layers).
+    """
+    loaded: list[LoadedManifest] = []
+    layers: list[int] = []
+    diagnostics: list[Diagnostic] = []
+    seen: set[Path] = set()
     with paused_gc():
-        result = load(paths, config)
-        state = compile_manifests(result.manifests, config)
-    state.files += len(result.diagnostics and {d.span.path for d in result.diagnostics})
-    state.diagnostics = sorted([*result.diagnostics, *state.diagnostics], key=sort_key)
+        for layer, path in enumerate(paths):
+            result = load([path], config)
+            diagnostics.extend(result.diagnostics)
+            for item in result.manifests:
+                key = Path(item.source.path).resolve()
+                if key in seen:  # a file in two layers (nested paths) is read once, in the first
+                    continue
+                seen.add(key)
+                loaded.append(item)
+                layers.append(layer)
+        state = compile_manifests(loaded, config, layers=layers)
+    state.files += len(diagnostics and {d.span.path for d in diagnostics})
+    state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
+    if not state.errors:
+        from kqplan.policy import policy_diagnostics  # it builds on DesiredState: imported late
+
+        state.diagnostics = sorted([*state.diagnostics, *policy_diagnostics(state, config.policy)],
+                                   key=sort_key)
     return state

@@ -42,9 +42,20 @@ def _quota_map_schema(schema: dict[str, Any]) -> None:
 
 QUOTAS_FIELD: Any = Field(
     default_factory=dict,
-    description="Quota key → value. Keys this entity does not list are removed on apply.",
+    description="Quota key → value. Keys this entity does not list are removed on apply. In an "
+    "entry with `override: true`, null removes a key the earlier layer set.",
     json_schema_extra=_quota_map_schema,
 )
+
+
+class Metadata(BaseModel):
+    """Who owns a quota and why; kept through export/import, shown in plans, never diffed."""
+
+    model_config = ConfigDict(extra="forbid")
+    labels: dict[str, StrictStr] = Field(
+        default_factory=dict,
+        description="Free-form labels, e.g. team: payments (policies may require some).")
+    description: StrictStr | None = Field(default=None, description="Why this quota exists.")
 
 
 class EntityEntry(BaseModel):
@@ -69,7 +80,13 @@ class EntityEntry(BaseModel):
     profile: StrictStr | None = Field(
         default=None, description="Name of a profile whose quotas this entity starts from."
     )
-    quotas: dict[str, QuotaValue] = QUOTAS_FIELD
+    override: StrictBool = Field(
+        default=False, description="Override the same entity from an earlier manifests layer: keys "
+        "are merged over the earlier entry (null removes one). Without it, a repeat is an error.")
+    protect: StrictBool = Field(
+        default=False, description="Refuse any plan that would delete this entity.")
+    metadata: Metadata | None = None
+    quotas: dict[str, QuotaValue | None] = QUOTAS_FIELD
 
 
 class Ownership(BaseModel):
@@ -101,6 +118,9 @@ class Manifest(BaseModel):
         default=None,
         description="Guard: plan/apply refuse any other cluster (an id, or a name from kqplan.toml).",
     )
+    metadata: Metadata | None = Field(
+        default=None, description="Labels and description for every entity of this file (an "
+        "entity's own metadata wins, label by label).")
     ownership: Ownership | None = None
     profiles: dict[str, dict[str, QuotaValue]] = Field(
         default_factory=dict, description="Reusable quota sets; an entity's own quotas win."
