@@ -311,21 +311,26 @@ def describe(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json | yaml", metavar="FORMAT")] = "text",
+    config: ConfigOpt = None,
 ) -> int:
     """Show configured quotas of the entities matching a filter (KIP-546 describe)."""
     from kqplan.commands.describe import DescribeFormat, describe_command
     from kqplan.selectors import filter_from_flags
 
-    def body() -> int:
-        config = _config()
-        flt = filter_from_flags(names, defaults, any_types, strict=strict,
-                                custom=config.custom_entity_types)
-        return describe_command(
-            _target(state, bootstrap_server, command_config, sandbox), flt,
-            fmt=_choice(DescribeFormat, fmt, "--format"), streams=_streams())
+    _use_config(config)
 
-    return run(body)
+    def body() -> int:
+        project = _config()
+        flt = filter_from_flags(names, defaults, any_types, strict=strict,
+                                custom=project.custom_entity_types)
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, project))
+        return describe_command(target, flt, fmt=_choice(DescribeFormat, fmt, "--format"),
+                                streams=_streams())
+
+    return run(body, json_errors=fmt == "json")
 
 
 @app.command()
@@ -341,18 +346,27 @@ def alter(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
+    config: ConfigOpt = None,
 ) -> int:
-    """Change one entity's quotas directly (KIP-546 alter); no output on success."""
-    from kqplan.commands.describe import alter_command, parse_ops
+    """Change one entity's quotas directly (KIP-546 alter), checked offline first; prints
+    before -> after."""
+    from kqplan.commands.describe import AlterFormat, alter_command, parse_ops
     from kqplan.selectors import entity_from_flags
 
-    def body() -> int:
-        entity = entity_from_flags(names, defaults, custom=_config().custom_entity_types)
-        return alter_command(
-            _target(state, bootstrap_server, command_config, sandbox), entity,
-            parse_ops(add, delete), validate_only=validate_only, streams=_streams())
+    _use_config(config)
 
-    return run(body)
+    def body() -> int:
+        project = _config()
+        entity = entity_from_flags(names, defaults, custom=project.custom_entity_types)
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, project))
+        return alter_command(target, entity, parse_ops(add, delete), validate_only=validate_only,
+                             streams=_streams(), config=project,
+                             fmt=_choice(AlterFormat, fmt, "--format"))
+
+    return run(body, json_errors=fmt == "json")
 
 
 @app.command()
@@ -367,21 +381,26 @@ def resolve(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
+    config: ConfigOpt = None,
 ) -> int:
     """Which quota a connection really gets, per key, and from which entity (KIP-546 resolve)."""
-    from kqplan.commands.resolve import ResolveFormat, resolve_command
-    from kqplan.selectors import entity_from_flags
+    from kqplan.commands.resolve import ResolveFormat, principal_of, resolve_command
+
+    _use_config(config)
 
     def body() -> int:
         paths = desired or []
-        config = _config(paths)
-        principal = entity_from_flags(names, None, custom=config.custom_entity_types)
-        return resolve_command(principal, _target(state, bootstrap_server, command_config, sandbox), paths,
-                               config, show_overridden=show_overridden,
+        project = _config(paths)
+        principal = principal_of(names, custom=project.custom_entity_types)
+        target = _target(state, bootstrap_server, command_config, sandbox)
+        if not paths:
+            target = target.or_cluster(_cluster(cluster, project))
+        return resolve_command(principal, target, paths, project, show_overridden=show_overridden,
                                fmt=_choice(ResolveFormat, fmt, "--format"), streams=_streams())
 
-    return run(body)
+    return run(body, json_errors=fmt == "json")
 
 
 @app.command()

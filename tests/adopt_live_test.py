@@ -19,7 +19,10 @@ def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):  # noqa:
                            (f"user={p} spaced ü,client-id=app", "request_percentage=12.5")):
             result = run_cli("alter", "--names", names, "--add", add, *kq)
             assert result.exit_code == 0, result.stderr
-            assert result.stdout == ""  # KIP-546: no output on success
+            # before -> after, in plan's markers (issue 13: the KIP's silence hid what changed)
+            assert result.stdout.startswith(f"+ {{{names.replace(',', ', ')}}} (altered)\n"), result.stdout
+            assert [line.split(" = ")[0].strip() for line in result.stdout.splitlines()[1:]] == \
+                [f"+ {item.split('=')[0]}" for item in sorted(add.split(","))]
         result = run_cli("alter", "--names", f"user={p}-a", "--defaults", "client-id",
                          "--add", "controller_mutation_rate=0.5", *kq)
         assert result.exit_code == 0, result.stderr

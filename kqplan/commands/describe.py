@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from enum import StrEnum
+from typing import Any
 
-from kqplan.cluster.base import Alteration, DescribeFilter, Op, error_name
+from kqplan.cluster.base import Alteration, DescribeFilter, FilterComponent, MatchType, Op, error_name
+from kqplan.config import ProjectConfig
 from kqplan.console import Streams
-from kqplan.entity import Entity
+from kqplan.diagnostics import DiagnosticsError, Span
+from kqplan.entity import Entity, escape_name
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.export import export
+from kqplan.plan import ops_between
 from kqplan.quotas import QUOTA_KEYS
-from kqplan.state import QuotaState
+from kqplan.state import Quotas, QuotaState
 from kqplan.target import Target, open_cluster
 from kqplan.units import UnitError, format_number, parse_bytes
 
@@ -20,6 +25,11 @@ class DescribeFormat(StrEnum):
     TEXT = "text"
     JSON = "json"
     YAML = "yaml"
+
+
+class AlterFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
 
 
 def render_describe(state: QuotaState, fmt: DescribeFormat, cluster_id: str | None) -> str:
@@ -35,12 +45,24 @@ def render_describe(state: QuotaState, fmt: DescribeFormat, cluster_id: str | No
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
+def _filter_text(flt: DescribeFilter) -> str:
+    parts = []
+    for c in flt.components:
+        name = "*" if c.match_type is MatchType.SPECIFIED else escape_name(c.match)
+        parts.append(f"{c.entity_type}={name}")
+    return "{" + ", ".join(parts) + "}" + (" (strict)" if flt.strict else "")
+
+
 def describe_command(target: Target, flt: DescribeFilter, *, fmt: DescribeFormat,
                      streams: Streams) -> int:
     """KIP-546 output: ``{user=a, client-id=b}`` then ``key=value`` lines, a blank line between."""
     with open_cluster(target) as cluster:
         cluster_id = cluster.identity().cluster_id
         state = cluster.describe(flt)
+    if not state and fmt is DescribeFormat.TEXT:
+        what = f"matching {_filter_text(flt)}" if flt.components else "at all"
+        streams.warn(f"No client quotas are configured {what}.")  # stdout stays data: empty
+        return ExitCode.OK
     streams.print(render_describe(state, fmt, cluster_id), end="")
     return ExitCode.OK
 
@@ -79,16 +101,92 @@ def _value(key: str, raw: str) -> float:
     raise KqplanError(f"--add {key}: '{raw}' is not a number")
 
 
+def check_offline(entity: Entity, ops: tuple[Op, ...], config: ProjectConfig) -> None:
+    """The values alter sets, judged by ``validate``'s rules (same codes and messages): the
+    cluster may store what a manifest would refuse (ZooKeeper mode keeps 0, -5 and NaN)."""
+    from kqplan.manifest.compile import compile_manifests
+    from kqplan.manifest.loader import LoadedManifest, SourceFile
+    from kqplan.manifest.models import API_VERSION, KIND, Manifest
+
+    sets = {op.key: op.value for op in ops if op.value is not None}
+    if not sets:
+        return  # removals are never validated, by Kafka either
+    entry: dict[str, Any] = {t: escape_name(n) for t, n in entity.parts}
+    entry["quotas"] = sets
+    raw = {"apiVersion": API_VERSION, "kind": KIND, "entities": [entry]}
+    loaded = LoadedManifest(SourceFile("--add", ""), Manifest.model_validate(raw), raw)
+    found = compile_manifests([loaded], config)
+    if found.errors:
+        raise DiagnosticsError([replace(d, span=Span("--add", 0, 0), related=()) for d in found.errors])
+
+
+def _exact(entity: Entity) -> DescribeFilter:
+    return DescribeFilter(tuple(FilterComponent(t, MatchType.EXACT if n is not None else MatchType.DEFAULT, n)
+                                for t, n in entity.parts), strict=True)
+
+
+def _changes_text(entity: Entity, before: Quotas | None, after: Quotas | None, *, verb: str) -> str:
+    from kqplan.render import show_value
+
+    ops = ops_between(before, after)
+    if not ops:
+        return f"{entity.display}: no change ({verb})\n"
+    old = before or {}
+    lines = [f"{'+' if not before else '-' if not after else '~'} {entity.display} ({verb})"]
+    for op in ops:
+        if op.value is None:
+            lines.append(f"    - {op.key} = {show_value(op.key, old.get(op.key))}")
+        elif op.key in old:
+            lines.append(f"    ~ {op.key} = {show_value(op.key, old[op.key])} -> "
+                         f"{show_value(op.key, op.value)}")
+        else:
+            lines.append(f"    + {op.key} = {show_value(op.key, op.value)}")
+    return "\n".join(lines) + "\n"
+
+
 def alter_command(target: Target, entity: Entity, ops: tuple[Op, ...], *, validate_only: bool,
-                  streams: Streams) -> int:
-    """No output on success (as in the KIP); the broker's error for the entity otherwise."""
+                  streams: Streams, config: ProjectConfig | None = None,
+                  fmt: AlterFormat = AlterFormat.TEXT) -> int:
+    """Check offline, alter one entity, and show its quotas before → after (or the broker's error)."""
+    check_offline(entity, ops, config or ProjectConfig())
     with open_cluster(target) as cluster:
+        before = cluster.describe(_exact(entity)).get(entity)
         results = cluster.alter([Alteration(entity, ops)], validate_only=validate_only)
-    failed = [r for r in results if not r.ok]
+        if not results:
+            raise KqplanError(f"the broker did not answer for {entity.display}; its outcome is unknown",
+                              hint="check with `kqplan describe`")
+        failed = [r for r in results if not r.ok]
+        wanted: dict[str, float] = dict(before or {})
+        for op in ops:
+            if op.value is None:
+                wanted.pop(op.key, None)
+            else:
+                wanted[op.key] = op.value
+        after = None if failed or validate_only else cluster.describe(_exact(entity)).get(entity)
+    if fmt is AlterFormat.JSON:
+        doc = {"entity": entity.to_json(), "display": entity.display, "validate_only": validate_only,
+               "ok": not failed,
+               "error": None if not failed else {"code": failed[0].error_code,
+                                                 "name": error_name(failed[0].error_code),
+                                                 "message": failed[0].error_message},
+               "before": dict(sorted(before.items())) if before else None,
+               "after": (dict(sorted(after.items())) if after else None) if not validate_only and not failed
+               else None,
+               "requested": dict(sorted(wanted.items())) or None}
+        streams.print(json.dumps(doc, indent=2, ensure_ascii=False))
     for r in failed:
         streams.warn(f"Error: {r.entity.display}: {error_name(r.error_code)}: "
                      f"{r.error_message or ''}".rstrip(": "))
-    if not results:
-        raise KqplanError(f"the broker did not answer for {entity.display}; its outcome is unknown",
-                          hint="check with `kqplan describe`")
-    return ExitCode.ERROR if failed else ExitCode.OK
+    if failed:
+        return ExitCode.ERROR
+    if fmt is AlterFormat.TEXT:
+        if validate_only:
+            text = _changes_text(entity, before, wanted or None, verb="validated, not applied")
+            streams.print(text, end="")
+        else:
+            streams.print(_changes_text(entity, before, wanted or None, verb="altered"), end="")
+            if (after or {}) != wanted:
+                streams.warn("note: describe does not show the requested values yet (Kafka applies quota "
+                             "changes asynchronously, or stored them differently); check with "
+                             "`kqplan describe`")
+    return ExitCode.OK

@@ -53,19 +53,24 @@ def connection_of(entity: Entity) -> tuple[str, str] | str:
     raise KqplanError(f"cannot resolve {entity.display}", hint=NAMES_HINT)
 
 
-def parse_connection(names: str) -> tuple[str, str] | str:
-    """``user=U,client-id=C`` → (U, C); ``ip=A`` → A. ``client-id=`` or none: no client-id."""
+def principal_of(names: str, *, custom: frozenset[str] = frozenset()) -> Entity:
+    """``--names`` of a connection: like alter's, but ``client-id=`` is a client that sends none."""
     items = split_escaped(names)
     # parse_names refuses empty names (right for alter); here "client-id=" is a real case.
     empty = [i for i in items if i == f"{CLIENT_ID}="]
     rest = [i for i in items if i != f"{CLIENT_ID}="]
-    pairs: list[tuple[str, Name]] = list(parse_names(",".join(rest)))
+    pairs: list[tuple[str, Name]] = list(parse_names(",".join(rest), custom=custom))
     pairs += [(CLIENT_ID, "")] * len(empty)
     if len({t for t, _ in pairs}) != len(pairs):
         raise KqplanError(f"--names: an entity type is given twice in '{names}'", hint=NAMES_HINT)
     if not pairs:
         raise KqplanError("--names: nothing to resolve", hint=NAMES_HINT)
-    return connection_of(Entity.of(pairs))
+    return Entity.of(pairs)
+
+
+def parse_connection(names: str) -> tuple[str, str] | str:
+    """``user=U,client-id=C`` → (U, C); ``ip=A`` → A. ``client-id=`` or none: no client-id."""
+    return connection_of(principal_of(names))
 
 
 def resolve_connection(state: QuotaState, connection: tuple[str, str] | str) -> Resolution:
