@@ -14,6 +14,7 @@ non-empty client-ids still applies to clients that send none, and gets its own w
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from kqplan.diagnostics import Diagnostic, Severity, sort_key
@@ -65,11 +66,13 @@ def _cover(index: QuotaIndex, entity: Entity, level: Level, key: str,
     return None
 
 
-def shadowed_keys(state: QuotaState) -> list[Shadowing]:
-    """Every (entity, key) of ``state`` that a more specific entry beats for every principal."""
+def shadowed_keys(state: QuotaState, only: Collection[Entity] | None = None) -> list[Shadowing]:
+    """Every (entity, key) of ``state`` (of ``only``, if given) that a more specific entry beats
+    for every principal."""
     index = QuotaIndex.of(state)
     found = []
-    for entity, quotas in state.items():
+    entries = state.items() if only is None else ((e, state[e]) for e in only if e in state)
+    for entity, quotas in entries:
         level = level_of(entity)
         if level is None or level.rank == 1:
             continue
@@ -115,9 +118,11 @@ def _shadow_diagnostic(desired: DesiredState, s: Shadowing) -> Diagnostic | None
         hint=_shadow_hint(s), severity=Severity.WARNING, related=related))
 
 
-def _prefix_diagnostics(desired: DesiredState) -> list[Diagnostic]:
+def _prefix_diagnostics(desired: DesiredState, only: Collection[Entity] | None) -> list[Diagnostic]:
     out = []
-    for entity, origin in desired.origins.items():
+    origins = desired.origins.items() if only is None else (
+        (e, desired.origins[e]) for e in only if e in desired.origins)
+    for entity, origin in origins:
         name = entity.get(USER)
         if name is None or not name.startswith(PRINCIPAL_PREFIX):
             continue
@@ -129,9 +134,10 @@ def _prefix_diagnostics(desired: DesiredState) -> list[Diagnostic]:
     return out
 
 
-def lint(desired: DesiredState) -> list[Diagnostic]:
-    """Shadowing and ``User:`` warnings for compiled manifests, located at their entries."""
-    diags = [d for s in shadowed_keys(desired.quotas)
+def lint(desired: DesiredState, only: Collection[Entity] | None = None) -> list[Diagnostic]:
+    """Shadowing and ``User:`` warnings for compiled manifests, located at their entries
+    (``only``: for these entries, e.g. the ones a plan changes)."""
+    diags = [d for s in shadowed_keys(desired.quotas, only)
              if (d := _shadow_diagnostic(desired, s)) is not None]
-    diags += _prefix_diagnostics(desired)
+    diags += _prefix_diagnostics(desired, only)
     return sorted(diags, key=sort_key)

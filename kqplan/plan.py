@@ -9,7 +9,7 @@ can refuse a stale plan (terraform's "Saved plan is stale").
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -120,12 +120,11 @@ def ops_between(before: Quotas | None, after: Quotas | None) -> tuple[Op, ...]:
 
 def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
          cluster: ClusterRef, fingerprint: str | None, absent: Collection[Entity] = (),
-         origins: Mapping[Entity, str] | None = None,
+         origin: Callable[[Entity], str | None] = lambda _: None,
          metadata: Mapping[Entity, Metadata] | None = None) -> Plan:
     """Compare desired with actual: listed entities are owned whole; unlisted ones are deleted
     only inside a ``prune`` scope, or when a layer overrode them away (``absent``); the rest are
-    reported as unmanaged. ``origins`` and ``metadata`` only annotate the changes."""
-    origins = origins or {}
+    reported as unmanaged. ``origin`` and ``metadata`` only annotate the changes."""
     metadata = metadata or {}
     changes: list[Change] = []
     unchanged = 0
@@ -133,10 +132,10 @@ def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
         have = actual.get(entity)
         if have is None:
             changes.append(Change(entity, Action.CREATE, None, want, ops_between(None, want),
-                                  origins.get(entity), metadata.get(entity)))
+                                  origin(entity), metadata.get(entity)))
         elif not _same(want, have):
             changes.append(Change(entity, Action.UPDATE, have, want, ops_between(have, want),
-                                  origins.get(entity), metadata.get(entity)))
+                                  origin(entity), metadata.get(entity)))
         else:
             unchanged += 1
     watched = 0
@@ -146,7 +145,7 @@ def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
             continue
         if entity in absent:
             changes.append(Change(entity, Action.DELETE, have, None, ops_between(have, None),
-                                  origins.get(entity), metadata.get(entity)))
+                                  origin(entity), metadata.get(entity)))
         elif ownership.prunes(entity):
             changes.append(Change(entity, Action.DELETE, have, None, ops_between(have, None)))
         elif ownership.watches(entity):

@@ -57,11 +57,13 @@ def load_checked(paths: Sequence[Path], config: ProjectConfig, streams: Streams,
     return desired
 
 
-def lint_warnings(desired: DesiredState) -> list[Diagnostic]:
-    """validate's lint (shadowed keys, ``User:`` names): warnings that plan shows too."""
+def lint_warnings(desired: DesiredState, plan: Plan) -> list[Diagnostic]:
+    """validate's lint (shadowed keys, ``User:`` names) for the entries the plan changes: what a
+    reviewer of this change should see (validate reports every entry)."""
     from kqplan.lint import lint
 
-    return lint(desired)
+    changed = [c.entity for c in plan.changes if c.after is not None]
+    return lint(desired, changed) if changed else []
 
 
 def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
@@ -105,7 +107,7 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
                      getattr(ident, "mode", None))
     return diff(desired.quotas, actual, desired.ownership, cluster=ref,
                 fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
-                origins={e: o.display for e, o in desired.origins.items()},
+                origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
                 metadata=desired.metadata)
 
 
@@ -184,9 +186,6 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         check_writable(out, "the plan file")
     text_like = fmt is Format.TEXT
     desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
-    warnings = lint_warnings(desired)
-    if text_like and warnings:
-        streams.warn(render_text(warnings))
     who = None
     if principals is not None:
         from kqplan.principals import read_principals
@@ -199,6 +198,9 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         result = compute_plan(desired, live, config, entry=cluster,
                               record_state=out is not None or fmt is Format.JSON, actual=actual)
     check_guardrails(result, desired, config, guardrails)
+    warnings = lint_warnings(desired, result)
+    if text_like and warnings:
+        streams.warn(render_text(warnings))
     saved = replace(result, notes=_notes(result, warnings))
     if out is not None:
         write_atomically(out, dumps_plan(saved))

@@ -68,11 +68,11 @@ class Origin:
 
     @property
     def display(self) -> str:
-        """``overlays/prod/q.yaml:12`` (``… over base/q.yaml:3`` for an override), for plans."""
-        here = str(self.source.locator.span(self.loc)) if self.source.text else self.source.path
+        """``overlays/prod/q.yaml`` (``… (overrides base/q.yaml)``), for plans: the file names the
+        layer. No line: finding one composes the whole file, too slow for every plan."""
         if self.overrides is None:
-            return here
-        return f"{here} (overrides {self.overrides.display})"
+            return self.source.path
+        return f"{self.source.path} (overrides {self.overrides.display})"
 
 
 @dataclass(slots=True)
@@ -299,7 +299,7 @@ class _Compiler:
         state = self.state
         override = raw.get("override") is True
         first = state.origins.get(entity)
-        if first is None and entity in state.absent:
+        if first is None and state.absent and entity in state.absent:
             first = self.removed.get(entity)
         earlier: dict[str, float] | None = None
         if first is not None:
@@ -322,16 +322,17 @@ class _Compiler:
             return
         origin = Origin(source, loc, layer, first)
         state.origins[entity] = origin
-        meta = _metadata(raw.get("metadata"))
-        merged = (meta or Metadata()).merged_over(state.metadata.get(entity) if override else doc_meta) \
-            if meta is not None or doc_meta is not None or entity in state.metadata else None
-        if merged is not None and (merged.labels or merged.description is not None):
-            state.metadata[entity] = merged
+        meta = _metadata(raw["metadata"]) if "metadata" in raw else None
+        if meta is not None or doc_meta is not None or (override and entity in state.metadata):
+            merged = (meta or Metadata()).merged_over(state.metadata.get(entity) if override else doc_meta)
+            if merged.labels or merged.description is not None:
+                state.metadata[entity] = merged
         if "protect" in raw:
             (state.protected.add if raw["protect"] is True else state.protected.discard)(entity)
         if quotas:
             state.quotas[entity] = quotas
-            state.absent.discard(entity)
+            if state.absent:
+                state.absent.discard(entity)
         else:  # an override removed every key: the entity must not exist
             state.quotas.pop(entity, None)
             state.absent.add(entity)
