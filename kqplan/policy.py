@@ -37,7 +37,8 @@ def policy_diagnostics(desired: DesiredState, policy: Policy) -> list[Diagnostic
     """Every violation of the desired-state rules, located at the entry (or the config)."""
     found: list[Diagnostic] = []
     bounds = {b.key: b for b in policy.key_bounds}
-    for entity, quotas in desired.quotas.items():
+    per_entry = bool(bounds or policy.required_keys or policy.required_labels)
+    for entity, quotas in desired.quotas.items() if per_entry else ():
         origin = desired.origins.get(entity)
         if origin is None:
             continue

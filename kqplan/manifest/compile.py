@@ -342,7 +342,9 @@ class _Compiler:
         """Names a reviewer can read: no control or invisible format characters."""
         problem_of = getattr(entity_module, "name_problem", None)
         for entity_type, name in entity.parts:
-            problem = problem_of(name) if problem_of is not None and name is not None else None
+            if name is None or problem_of is None or (name.isascii() and name.isprintable()):
+                continue  # printable ASCII, the common case, needs no closer look
+            problem = problem_of(name)
             if problem is not None:
                 self.report(source, Pending(
                     "KQP106", f"{entity_type} name {problem}", (*loc, entity_type),
