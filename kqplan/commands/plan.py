@@ -111,15 +111,13 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
                 metadata=desired.metadata)
 
 
-def check_guardrails(plan: Plan, desired: DesiredState | None, config: ProjectConfig,
-                     guardrails: Guardrails) -> None:
+def guardrail_problem(plan: Plan, desired: DesiredState | None, config: ProjectConfig,
+                      guardrails: Guardrails) -> KqplanError | None:
     """The deletion brake and ``protect: true`` (saved plans: the brake only)."""
     from kqplan.policy import deletion_problem
 
-    problem = deletion_problem(plan, config.policy, desired.protected if desired else (),
-                               allow_mass_delete=guardrails.allow_mass_delete)
-    if problem is not None:
-        raise problem
+    return deletion_problem(plan, config.policy, desired.protected if desired else (),
+                            allow_mass_delete=guardrails.allow_mass_delete)
 
 
 def unmanaged_problem(plan: Plan, config: ProjectConfig, guardrails: Guardrails) -> KqplanError | None:
@@ -197,12 +195,12 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         actual = live.describe() if who is not None else None
         result = compute_plan(desired, live, config, entry=cluster,
                               record_state=out is not None or fmt is Format.JSON, actual=actual)
-    check_guardrails(result, desired, config, guardrails)
+    refused = guardrail_problem(result, desired, config, guardrails)
     warnings = lint_warnings(desired, result)
     if text_like and warnings:
         streams.warn(render_text(warnings))
     saved = replace(result, notes=_notes(result, warnings))
-    if out is not None:
+    if out is not None and refused is None:  # a plan apply would refuse is not saved
         write_atomically(out, dumps_plan(saved))
     if fmt is Format.TEXT:
         from kqplan.render import render_text as render_plan_text
@@ -216,6 +214,8 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         streams.print(RENDERERS[fmt](saved), end="")
     if text_like:
         _blast_radius(result, actual, who, streams)
+    if refused is not None:
+        raise refused
     if out is not None and text_like:
         streams.print("\n" + apply_hint(out, target, cluster, config_flag))
     problem = unmanaged_problem(result, config, guardrails)
