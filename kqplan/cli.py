@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kqplan.config import ClusterEntry, ProjectConfig, find_config, load_config
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
 
 if TYPE_CHECKING:
+    from kqplan.config import ClusterEntry, ProjectConfig
     from kqplan.target import Target
 
 # typer prints an argument's Python type after its metavar ("PATH... <list[Path]>"); the
@@ -57,6 +57,8 @@ def _color() -> bool:
 
 
 def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
+    from kqplan.config import find_config, load_config  # pydantic: only when a command runs
+
     explicit: Path | None = _state["config"]
     if explicit is not None:
         return load_config(explicit)
