@@ -251,9 +251,12 @@ def plan(
 @app.command()
 def apply(
     paths: Annotated[list[Path] | None, typer.Argument(
-        help="Manifest files or directories (or use --plan).", show_default=False)] = None,
+        help="Manifest files or directories (or use --plan, or --cluster's manifests).",
+        show_default=False, metavar="[PATH...]")] = None,
     plan_file: Annotated[Path | None, typer.Option(
-        "--plan", help="Apply exactly this saved plan (refused if stale).", dir_okay=False)] = None,
+        "--plan", help="Apply exactly this saved plan (refused if stale).", dir_okay=False,
+        metavar="PLAN.json")] = None,
+    cluster: ClusterOpt = None,
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
@@ -261,16 +264,27 @@ def apply(
     auto_approve: Annotated[bool, typer.Option(
         "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
     report: Annotated[Path | None, typer.Option(
-        "--report", help="Write the per-entity results as JSON.", dir_okay=False)] = None,
+        "--report", help="Write the per-entity results as JSON.", dir_okay=False,
+        metavar="REPORT.json")] = None,
+    allow_mass_delete: Annotated[bool, typer.Option(
+        "--allow-mass-delete", help="Allow more deletions than [policy] max-delete(-percent).")] = False,
+    config: ConfigOpt = None,
 ) -> int:
     """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
     from kqplan.commands.apply import apply_command
+    from kqplan.commands.plan import Guardrails
 
-    manifest_paths = paths or []
-    return run(lambda: apply_command(
-        manifest_paths, plan_file,
-        _target(state, bootstrap_server, command_config, sandbox),
-        _config(manifest_paths), auto_approve=auto_approve, report=report, streams=_streams()))
+    _use_config(config)
+
+    def body() -> int:
+        manifest_paths = paths or []
+        project = _config(manifest_paths)
+        return apply_command(
+            manifest_paths, plan_file, _target(state, bootstrap_server, command_config, sandbox),
+            project, auto_approve=auto_approve, report=report, streams=_streams(),
+            cluster_entry=_cluster(cluster, project), guardrails=Guardrails(allow_mass_delete))
+
+    return run(body)
 
 
 @app.command()

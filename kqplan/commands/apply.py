@@ -7,7 +7,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kqplan.apply import apply, check_stale, report_to_json
-from kqplan.config import ProjectConfig
+from kqplan.commands.plan import (
+    DEFAULT_GUARDRAILS,
+    Guardrails,
+    check_inventory_id,
+    compute_plan,
+    guardrail_problem,
+    load_checked,
+    manifest_paths,
+)
+from kqplan.config import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.plan import ClusterRef, Plan
@@ -45,23 +54,30 @@ def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
 
 def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
                   config: ProjectConfig, *, auto_approve: bool, report: Path | None,
-                  streams: Streams) -> int:
-    if bool(paths) == (plan_file is not None):
+                  streams: Streams, cluster_entry: ClusterEntry | None = None,
+                  guardrails: Guardrails = DEFAULT_GUARDRAILS) -> int:
+    if paths and plan_file is not None:
         raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
-    from kqplan.commands.plan import compute_plan, load_checked
-
-    desired = load_checked(paths, config, streams) if paths else None
+    if plan_file is None:
+        paths = manifest_paths(paths, cluster_entry)
+    desired = load_checked(paths, config, streams) if plan_file is None else None
+    target = target.or_cluster(cluster_entry)
     with open_cluster(target) as cluster, streams.progress() as progress:
         if desired is not None:
             progress("Describing the cluster")
-            plan = compute_plan(desired, cluster, config, record_state=False)
+            plan = compute_plan(desired, cluster, config, record_state=False, entry=cluster_entry)
         else:
             assert plan_file is not None
             plan = read_plan(plan_file)
             progress("Refreshing")
             ident = cluster.identity()
+            check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
             check_stale(plan, cluster.describe(), ident.cluster_id)
             plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address))
+        # the guardrails again, saved plans included: a plan may have been made with looser flags
+        refused = guardrail_problem(plan, desired, config, guardrails)
+        if refused is not None:
+            raise refused
         streams.print(render_text(plan), end="")
         if not plan.has_changes:
             return ExitCode.OK

@@ -34,6 +34,9 @@ class Guardrails:
     fail_on_unmanaged: bool = False
 
 
+DEFAULT_GUARDRAILS = Guardrails()
+
+
 def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None) -> list[Path]:
     """The paths given, else the inventory cluster's layers."""
     if paths:
@@ -176,7 +179,7 @@ def check_writable(out: Path, what: str) -> None:
 def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,
          out: Path | None, detailed_exitcode: bool, streams: Streams,
          principals: Path | None = None, cluster: ClusterEntry | None = None,
-         guardrails: Guardrails = Guardrails(), color: bool = False,
+         guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False,
          config_flag: Path | None = None, github: bool = False) -> int:
     """``fmt`` text | markdown | json; ``github`` (with fmt=markdown ignored) prints workflow
     annotations instead."""
