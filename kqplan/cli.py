@@ -282,7 +282,8 @@ def apply(
         return apply_command(
             manifest_paths, plan_file, _target(state, bootstrap_server, command_config, sandbox),
             project, auto_approve=auto_approve, report=report, streams=_streams(),
-            cluster_entry=_cluster(cluster, project), guardrails=Guardrails(allow_mass_delete))
+            cluster_entry=_cluster(cluster, project), guardrails=Guardrails(allow_mass_delete),
+            color=_color())
 
     return run(body)
 

@@ -57,28 +57,64 @@ def _rows(change: Change) -> list[tuple[str, str, float | None, float | None]]:
 
 def _target(plan: Plan) -> str:
     cid = plan.cluster.id or "unknown id"
-    return f"cluster {cid} ({plan.cluster.address})"
+    kind = ", ".join(x for x in (plan.cluster.version and f"Kafka {plan.cluster.version}",
+                                 plan.cluster.mode) if x)
+    return f"cluster {cid} ({plan.cluster.address}{'; ' + kind if kind else ''})"
 
 
-def render_text(plan: Plan) -> str:
+_COLORS = {"+": "\x1b[32m", "~": "\x1b[33m", "-": "\x1b[31m"}
+_RESET = "\x1b[0m"
+UNMANAGED_SHOWN = 10
+"""Unmanaged entities listed by name in text and Markdown; JSON has them all."""
+
+
+def _paint(marker: str, text: str, color: bool) -> str:
+    """terraform's colours for the markers: green create, yellow update, red delete."""
+    return f"{_COLORS[marker]}{text}{_RESET}" if color and marker in _COLORS else text
+
+
+def unmanaged_lines(plan: Plan, *, limit: int = UNMANAGED_SHOWN) -> list[str]:
+    """The "not managed by these manifests" section: count, then the first entities."""
+    if not plan.unmanaged:
+        return []
+    n = len(plan.unmanaged)
+    lines = [f"{n} entit{'y' if n == 1 else 'ies'} on the cluster {'is' if n == 1 else 'are'} not managed "
+             "by these manifests (left untouched; adopt with `kqplan import`):"]
+    lines += [f"  ? {entity.display}" for entity, _ in plan.unmanaged[:limit]]
+    if n > limit:
+        lines.append(f"  … and {n - limit} more (--format json lists every one)")
+    return lines
+
+
+def render_text(plan: Plan, *, color: bool = False) -> str:
     lines: list[str] = []
+    unmanaged = unmanaged_lines(plan)
     if not plan.has_changes:
         lines.append(f"{NO_CHANGES} ({plan.unchanged} entities checked on {_target(plan)})")
         lines.extend(plan.notes)
+        if unmanaged:
+            lines += ["", *unmanaged]
         return "\n".join(lines) + "\n"
     lines.append(f"kqplan will perform the following actions on {_target(plan)}:")
     lines.append("")
     for change in plan.changes:
-        lines.append(f"  {change.action.marker} {change.entity.display}")
-        for marker, key, old, new in _rows(change):
-            if marker == "~":
-                lines.append(f"      ~ {key} = {show_value(key, old)} -> {show_value(key, new)}")
-            elif marker == "+":
-                lines.append(f"      + {key} = {show_value(key, new)}")
+        marker = change.action.marker
+        head = f"  {_paint(marker, marker, color)} {change.entity.display}"
+        if change.origin is not None:
+            head += f"  # {change.origin}"
+        lines.append(head)
+        for mark, key, old, new in _rows(change):
+            sign = _paint(mark, mark, color)
+            if mark == "~":
+                lines.append(f"      {sign} {key} = {show_value(key, old)} -> {show_value(key, new)}")
+            elif mark == "+":
+                lines.append(f"      {sign} {key} = {show_value(key, new)}")
             else:
-                lines.append(f"      - {key} = {show_value(key, old)}")
+                lines.append(f"      {sign} {key} = {show_value(key, old)}")
         lines.append("")
     lines.extend(plan.notes)
+    if unmanaged:
+        lines += [*unmanaged, ""]
     lines.append(summary_line(plan.summary))
     return "\n".join(lines) + "\n"
 

@@ -46,8 +46,25 @@ kqplan will perform the following actions on cluster kqplan-example-prod-eu (sna
   - {user=payments-old-batch}
       - producer_byte_rate = 1048576 (1 MiB)
 
+1 entity on the cluster is not managed by these manifests (left untouched; adopt with `kqplan import`):
+  ? {user=analytics}
+
 Plan: 2 to add, 2 to change, 1 to delete.
 """
+
+
+def test_text_colours_markers_and_names_origins(example_plan):
+    from dataclasses import replace
+
+    first = replace(example_plan.changes[0], origin="overlays/prod/q.yaml (overrides base/q.yaml)")
+    plan = replace(example_plan, changes=(first, *example_plan.changes[1:]),
+                   cluster=replace(example_plan.cluster, version="4.3", mode="kraft"))
+    text = render_text(plan, color=True)
+    assert text.splitlines()[0] == ("kqplan will perform the following actions on cluster "
+                                    "kqplan-example-prod-eu (snapshot:s.json; Kafka 4.3, kraft):")
+    assert "  \x1b[32m+\x1b[0m {ip=10.0.0.7}  # overlays/prod/q.yaml (overrides base/q.yaml)\n" in text
+    assert "      \x1b[31m-\x1b[0m producer_byte_rate = 1048576 (1 MiB)\n" in text
+    assert "\x1b[" not in render_text(plan)
 
 
 def test_text_and_markdown_agree_with_json(example_plan):

@@ -55,7 +55,7 @@ def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
 def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
                   config: ProjectConfig, *, auto_approve: bool, report: Path | None,
                   streams: Streams, cluster_entry: ClusterEntry | None = None,
-                  guardrails: Guardrails = DEFAULT_GUARDRAILS) -> int:
+                  guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False) -> int:
     if paths and plan_file is not None:
         raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
     if plan_file is None:
@@ -78,7 +78,7 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
         refused = guardrail_problem(plan, desired, config, guardrails)
         if refused is not None:
             raise refused
-        streams.print(render_text(plan), end="")
+        streams.print(render_text(plan, color=color), end="")
         if not plan.has_changes:
             return ExitCode.OK
         streams.print("")

@@ -208,7 +208,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if fmt is Format.TEXT:
         from kqplan.render import render_text as render_plan_text
 
-        streams.print(render_plan_text(result), end="")
+        streams.print(render_plan_text(result, color=color), end="")
     elif github:
         from kqplan.render_github import render_plan_github
 
