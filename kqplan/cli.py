@@ -294,20 +294,33 @@ def export(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", help="Directory for the manifests (a file with --format json); default stdout.")] = None,
-    split_by: Annotated[str, typer.Option("--split-by", help="none | user")] = "none",
+        "--out", metavar="DIR",
+        help="Directory for the manifests (a file with --format json); default stdout.")] = None,
+    split_by: Annotated[str, typer.Option("--split-by", help="none | user", metavar="HOW")] = "none",
     fmt: Annotated[str, typer.Option(
         "--format", help="yaml (manifests) | json (snapshot)", metavar="FORMAT")] = "yaml",
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite files that differ, and remove stale exported ones.")] = False,
+    no_ownership: Annotated[bool, typer.Option(
+        "--no-ownership", help="Write no ownership block (the cluster is not adopted whole).")] = False,
+    config: ConfigOpt = None,
 ) -> int:
-    """Write manifests that reproduce the cluster (adopt an existing cluster)."""
+    """Write manifests that reproduce the cluster and own it (adopt an existing cluster)."""
     from kqplan.commands.export import ExportFormat, export_command
     from kqplan.export import SplitBy
 
-    return run(lambda: export_command(
-        _target(state, bootstrap_server, command_config, sandbox), out=out,
-        split_by=_choice(SplitBy, split_by, "--split-by"), fmt=_choice(ExportFormat, fmt, "--format"),
-        streams=_streams()))
+    _use_config(config)
+
+    def body() -> int:
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, _config()))
+        return export_command(target, out=out, split_by=_choice(SplitBy, split_by, "--split-by"),
+                              fmt=_choice(ExportFormat, fmt, "--format"), streams=_streams(),
+                              force=force, adopt=not no_ownership)
+
+    return run(body)
 
 
 NamesOpt = Annotated[str | None, typer.Option(
