@@ -476,6 +476,43 @@ def schema() -> int:
 
 # -- fmt / import (manifest writing) -------------------------------------------------------------
 # [anchor: manifest-writer commands]
+@app.command(name="import")
+def import_(
+    directory: Annotated[Path, typer.Argument(help="The manifests directory to write into.",
+                                              metavar="DIR", file_okay=False)],
+    names: Annotated[str | None, typer.Option(
+        "--names", help="The entity: TYPE=NAME,... (e.g. user=mallory).")] = None,
+    defaults: Annotated[str | None, typer.Option(
+        "--defaults", help="Entity types whose default entity is meant, e.g. user.")] = None,
+    all_unmanaged: Annotated[bool, typer.Option(
+        "--all-unmanaged", help="Every cluster entity no manifest lists and no scope covers.")] = False,
+    split_by: Annotated[str, typer.Option(
+        "--split-by", metavar="HOW", help="none | user: the file a new entity goes to (as export)")] = "none",
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Pull entities from the cluster into the manifests (comments and formatting kept)."""
+    from kqplan.commands.import_ import import_command
+    from kqplan.export import SplitBy
+    from kqplan.selectors import entity_from_flags
+
+    _use_config(config)
+
+    def body() -> int:
+        project = _config([directory])
+        wanted = [entity_from_flags(names, defaults, custom=project.custom_entity_types)] \
+            if names or defaults else []
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, project))
+        return import_command(directory, wanted, target, project, all_unmanaged=all_unmanaged,
+                              split_by=_choice(SplitBy, split_by, "--split-by"), streams=_streams())
+
+    return run(body)
+
 
 # -- fleet (kqplan/commands/fleet.py defines the sub-app) ------------------------------------------
 # [anchor: fleet commands]

@@ -1,0 +1,89 @@
+"""``kqplan import``: pull entities from the cluster into existing manifests, keeping comments.
+
+The reconciliation ``export`` cannot do: one entity at a time (or every unmanaged one), into
+the file that already lists it (its ``quotas`` rewritten in place), else into the file export's
+split rule picks (created, or appended to). Everything else in the files stays byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kqplan.config import ProjectConfig
+from kqplan.console import Streams
+from kqplan.entity import Entity
+from kqplan.errors import ExitCode, KqplanError
+from kqplan.export import SplitBy, export, split_file
+from kqplan.manifest.compile import DesiredState
+from kqplan.state import QuotaState, write_atomically
+from kqplan.target import Target, open_cluster
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
+
+
+def unmanaged(desired: DesiredState, actual: QuotaState) -> list[Entity]:
+    """Cluster entities no manifest lists and no ownership scope covers."""
+    own = desired.ownership
+    return sorted((e for e in actual if e not in desired.quotas and not own.prunes(e)
+                   and not own.watches(e)), key=Entity.sort_key)
+
+
+def import_command(directory: Path, wanted: Sequence[Entity], target: Target, config: ProjectConfig, *,
+                   all_unmanaged: bool, split_by: SplitBy, streams: Streams) -> int:
+    from kqplan.commands.plan import load_checked
+    from kqplan.yamlio import dump_rt, entity_entry, load_rt, set_quotas
+
+    if bool(wanted) == all_unmanaged:
+        raise KqplanError("give --names/--defaults (one entity) or --all-unmanaged",
+                          hint="e.g. kqplan import --names user=mallory manifests/")
+    if not directory.is_dir():
+        raise KqplanError(f"{directory} is not a directory of manifests",
+                          hint="import writes into the manifests directory (export --out DIR makes one)")
+    desired = load_checked([directory], config, streams)
+    with open_cluster(target) as cluster:
+        ident = cluster.identity()
+        actual = cluster.describe()
+    entities = unmanaged(desired, actual) if all_unmanaged else list(wanted)
+    missing = [e.display for e in entities if e not in actual]
+    if missing:
+        raise KqplanError(f"not on the cluster: {', '.join(missing)}; nothing was changed",
+                          hint="`kqplan describe` shows what the cluster has")
+    if not entities:
+        streams.print("Nothing to import: every cluster entity is managed by these manifests.")
+        return ExitCode.OK
+    edits: dict[Path, tuple[Any, YAML]] = {}  # file -> (round-trip tree, its dumper)
+    created: dict[Path, list[Entity]] = {}
+    report: list[str] = []
+    for entity in entities:
+        quotas = dict(actual[entity])
+        origin = desired.origins.get(entity)
+        if origin is not None:
+            path = Path(origin.source.path)
+            doc, yaml = edits.get(path) or edits.setdefault(path, load_rt(path))
+            entry = doc["entities"][origin.loc[1]]
+            notes = set_quotas(entry, quotas)
+            report.append(f"  ~ {entity.display} updated in {path}" + "".join(f"; {n}" for n in notes))
+            continue
+        path = directory / split_file(entity, split_by)
+        if path.exists() or path in edits:
+            doc, yaml = edits.get(path) or edits.setdefault(path, load_rt(path))
+            if doc.get("entities") is None:
+                doc["entities"] = []
+            doc["entities"].append(entity_entry(entity, quotas))
+            report.append(f"  + {entity.display} added to {path}")
+        else:
+            created.setdefault(path, []).append(entity)
+            report.append(f"  + {entity.display} added to {path} (new file)")
+    for path, (doc, yaml) in edits.items():
+        write_atomically(path, dump_rt(doc, yaml))
+    for path, new in created.items():
+        files, _ = export({e: actual[e] for e in new}, ident.cluster_id, split_by=SplitBy.NONE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, files[0].text)
+    streams.print(f"Imported {len(entities)} entit{'y' if len(entities) == 1 else 'ies'} from "
+                  f"{ident.cluster_id or ident.address}:")
+    streams.print("\n".join(report))
+    return ExitCode.OK

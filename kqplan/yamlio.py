@@ -1,0 +1,105 @@
+"""Round-trip YAML editing (ruamel.yaml): change one entry of a manifest, keep every comment,
+quote and flow mapping of the rest. Used by ``import``; manifests are still *read* by the loader.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from kqplan.entity import Entity, escape_name
+from kqplan.errors import KqplanError
+from kqplan.export import yaml_value
+
+
+def _yaml(sequence: int, offset: int) -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never fold a long line the author wrote on one
+    # guess_indent reports the sequence indent and the dash's offset in it; nested mappings
+    # get the step left after the dash (``  - user: a`` / ``    quotas:``: 2, 4, 2)
+    mapping = sequence - offset if sequence > offset else sequence
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
+    return yaml
+
+
+def load_rt(path: Path) -> tuple[Any, YAML]:
+    """A manifest as ruamel's round-trip tree, with a dumper set to the file's own indentation."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KqplanError(f"cannot read {path}: {exc}") from None
+    _, indent, block_seq_indent = load_yaml_guess_indent(text)
+    yaml = _yaml(indent or 4, block_seq_indent if block_seq_indent is not None else 2)
+    return yaml.load(text), yaml
+
+
+def dump_rt(doc: Any, yaml: YAML) -> str:
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    return out.getvalue()
+
+
+def scalar(key: str, value: float) -> int | float | str:
+    """A quota value as the YAML scalar export would write (``10MiB``, ``1235.0000001``, ``50``)."""
+    text = yaml_value(key, value)
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text  # a byte unit
+
+
+def quotas_map(quotas: dict[str, float], *, flow: bool = True) -> CommentedMap:
+    mapping = CommentedMap((k, scalar(k, v)) for k, v in sorted(quotas.items()))
+    if flow:
+        mapping.fa.set_flow_style()
+    return mapping
+
+
+def entity_entry(entity: Entity, quotas: dict[str, float]) -> CommentedMap:
+    entry = CommentedMap((t, escape_name(n)) for t, n in entity.parts)
+    entry["quotas"] = quotas_map(quotas)
+    return entry
+
+
+def set_quotas(entry: CommentedMap, quotas: dict[str, float]) -> list[str]:
+    """Make ``entry`` ask for exactly ``quotas``: keys updated in place (their comments kept),
+    missing ones added, extra ones removed; returns notes on what could not stay as written."""
+    notes = []
+    if entry.get("profile") is not None:
+        notes.append(f"dropped `profile: {entry['profile']}` (the cluster's values are written out)")
+        del entry["profile"]
+    current = entry.get("quotas")
+    if not isinstance(current, CommentedMap):
+        entry["quotas"] = quotas_map(quotas)
+        return notes
+    for key in [k for k in current if k not in quotas]:
+        del current[key]
+    for key, value in sorted(quotas.items()):
+        if _number(current.get(key)) != value:  # an equal value keeps the author's spelling
+            current[key] = scalar(key, value)
+    return notes
+
+
+def _number(raw: object) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        from kqplan.units import UnitError, parse_bytes
+
+        try:
+            return float(parse_bytes(raw))
+        except UnitError:
+            return None
+    return None

@@ -1,0 +1,114 @@
+"""Adoption over the wire: export owns the cluster, refuses to overwrite edits, and import pulls
+single entities into the manifests keeping every other byte (sandbox broker, TCP)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kqplan.entity import Entity
+from kqplan.export import yaml_value
+from kqplan.sandbox import Sandbox, SandboxConfig
+from tests.helpers import run_cli
+
+SEED = {
+    Entity.user("alice"): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0},
+    Entity.user("bob"): {"producer_byte_rate": 1024.0},
+    Entity.user_client("jörg/ü", "app"): {"request_percentage": 12.5},
+    Entity.user(None): {"producer_byte_rate": 1e15},
+}
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    with Sandbox.start(SandboxConfig(seed=SEED, cluster_id="adopt-me")) as sandbox:
+        yield sandbox
+
+
+def kq(box: Sandbox, *args: str | Path):
+    return run_cli(*args, "--bootstrap-server", box.bootstrap)
+
+
+def test_exported_manifests_own_the_cluster(box, tmp_path):
+    out = tmp_path / "m"
+    assert kq(box, "export", "--split-by", "user", "--out", out).exit_code == 0
+    ownership = (out / "ownership.yaml").read_text()
+    assert "  prune: true\n  scope:\n    - {user: '*'}\n    - {user: <default>}\n" in ownership
+    assert "    - {user: '*', client-id: '*'}\n" in ownership
+    # letters of any script stay readable; the '/' is replaced, and a hash keeps the name unique
+    assert [p.name for p in (out / "users").iterdir() if p.name.startswith("jörg")] == [
+        next(p.name for p in (out / "users").iterdir() if p.name.startswith("jörg_ü-"))]
+    defaults = (out / "defaults.yaml").read_text()
+    assert defaults.splitlines()[0].startswith("# yaml-language-server: $schema=")
+    assert "quotas: {producer_byte_rate: 1000TB}" in defaults
+    assert kq(box, "plan", out).stdout.startswith("No changes.")
+    # an out-of-band entity is now drift inside the owned scope: plan deletes it
+    assert kq(box, "alter", "--names", "user=mallory", "--add", "producer_byte_rate=1").exit_code == 0
+    plan = kq(box, "plan", out, "--detailed-exitcode")
+    assert plan.exit_code == 2
+    assert "  - {user=mallory}" in plan.stdout
+
+
+def test_export_refuses_to_overwrite_edits_and_stale_files(box, tmp_path):
+    out = tmp_path / "m"
+    assert kq(box, "export", "--split-by", "user", "--out", out).exit_code == 0
+    alice = out / "users" / "alice.yaml"
+    alice.write_text(alice.read_text().replace("consumer_byte_rate: 2MiB", "consumer_byte_rate: 3MB"))
+    refused = kq(box, "export", "--split-by", "user", "--out", out)
+    assert refused.exit_code == 1
+    assert f"1 file(s) differ from what export would write ({alice})" in refused.stderr
+    assert "3MB" in alice.read_text()
+    box.engine.load({e: q for e, q in SEED.items() if e != Entity.user("bob")})
+    box._describe_cache.clear()
+    stale = kq(box, "export", "--split-by", "user", "--out", out)
+    assert stale.exit_code == 1
+    assert "1 exported file(s) hold entities no longer on the cluster" in stale.stderr
+    forced = kq(box, "export", "--split-by", "user", "--out", out, "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert not (out / "users" / "bob.yaml").exists()
+    assert "2MiB" in alice.read_text()
+
+
+def test_import_updates_one_entity_and_keeps_every_other_byte(box, tmp_path):
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    text = ("# Team quotas, reviewed by @platform\n"
+            "apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n"
+            "  # the payments API: raised in INC-42\n"
+            "  - user: alice\n"
+            "    quotas: {producer_byte_rate: 1MiB, consumer_byte_rate: 2MiB}   # keep this comment\n"
+            '  - user: "bob"\n'
+            "    quotas:\n"
+            "      producer_byte_rate: 1024  # bob's comment\n")
+    (manifests / "q.yaml").write_text(text)
+    assert kq(box, "alter", "--names", "user=bob", "--add", "producer_byte_rate=4KiB").exit_code == 0
+    imported = kq(box, "import", manifests, "--names", "user=bob")
+    assert imported.exit_code == 0, imported.stderr
+    assert imported.stdout.endswith(f"  ~ {{user=bob}} updated in {manifests / 'q.yaml'}\n")
+    assert (manifests / "q.yaml").read_text() == text.replace(
+        "producer_byte_rate: 1024  # bob's comment", "producer_byte_rate: 4KiB  # bob's comment")
+    everything = kq(box, "import", manifests, "--all-unmanaged", "--split-by", "user")
+    assert everything.exit_code == 0, everything.stderr
+    assert (manifests / "defaults.yaml").exists()
+    assert kq(box, "plan", manifests).stdout.startswith("No changes.")
+    missing = kq(box, "import", manifests, "--names", "user=nobody")
+    assert missing.exit_code == 1
+    assert "not on the cluster: {user=nobody}" in missing.stderr
+
+
+def test_empty_cluster_exports_a_manifest_that_plans(tmp_path):
+    with Sandbox.start(SandboxConfig(cluster_id="empty")) as empty:
+        out = kq(empty, "export")
+        assert out.exit_code == 0
+        assert out.stdout.endswith("entities: []\n")
+        (tmp_path / "e.yaml").write_text(out.stdout)
+        assert kq(empty, "plan", tmp_path / "e.yaml").stdout.startswith("No changes.")
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (1e15, "1000TB"), (10485760.0, "10MiB"), (1000000.0, "1MB"), (1024.0, "1KiB"), (1000.0, "1KB"),
+    (1235.0, "1235"), (1235.0000001, "1235.0000001"), (3 * 2**40, "3TiB")])
+def test_byte_rates_export_in_the_shortest_exact_unit(value, text):
+    assert yaml_value("producer_byte_rate", value) == text
