@@ -189,16 +189,26 @@ def _target(state: Path | None, bootstrap: str | None, command_config: Path | No
 
 @app.command()
 def validate(
-    paths: PathsArg,
+    paths: OptionalPathsArg = None,
+    cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json | github", metavar="FORMAT")] = "text",
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
+    config: ConfigOpt = None,
 ) -> int:
     """Check manifests offline; report every problem with file:line:column."""
+    from kqplan.commands.plan import manifest_paths
     from kqplan.commands.validate import DiagnosticFormat
     from kqplan.commands.validate import validate as command
 
-    return run(lambda: command(paths, _config(paths), fmt=_choice(DiagnosticFormat, fmt, "--format"),
-                               strict=strict, streams=_streams()))
+    _use_config(config)
+
+    def body() -> int:
+        given = paths or []
+        project = _config(given)
+        return command(manifest_paths(given, _cluster(cluster, project)), project,
+                       fmt=_choice(DiagnosticFormat, fmt, "--format"), strict=strict, streams=_streams())
+
+    return run(body, json_errors=fmt == "json")
 
 
 @app.command()

@@ -78,7 +78,7 @@ def test_invalid_manifests_stop_plan_before_the_cluster(tmp_path):
     (["plan", PAY, "--state", "nope.json"], "Error: cannot read snapshot nope.json: No such file"),
     (["plan", PAY, "--state", PAY_STATE, "--format", "yaml"], "Error: --format must be one of"),
     (["plan", PAY, "--nope"], "Error: No such option: --nope"),
-    (["validate"], "Error: Missing argument"),
+    (["validate"], "Error: no manifests given"),  # paths may come from --cluster now
     (["frobnicate"], "Error: No such command 'frobnicate'"),
 ])
 def test_usage_and_input_errors_exit_1_without_traceback(args, message):
