@@ -234,6 +234,9 @@ def plan(
     fail_on_unmanaged: Annotated[bool, typer.Option(
         "--fail-on-unmanaged",
         help="Exit 1 when cluster entities are outside every manifest and ownership scope.")] = False,
+    markdown_limit: Annotated[int, typer.Option(
+        "--markdown-limit", metavar="CHARS", min=2000,
+        help="--format markdown stays under this size (GitHub refuses comments over 65536).")] = 60_000,
     config: ConfigOpt = None,
 ) -> int:
     """Show what apply would change: manifests against one describe of the cluster."""
@@ -253,7 +256,7 @@ def plan(
             detailed_exitcode=detailed_exitcode, streams=_streams(), principals=principals,
             cluster=_cluster(cluster, project),
             guardrails=Guardrails(allow_mass_delete, fail_on_unmanaged), color=_color(),
-            config_flag=_state["config"], github=github)
+            config_flag=_state["config"], github=github, markdown_limit=markdown_limit)
 
     return run(body, json_errors=fmt == "json")
 

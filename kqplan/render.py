@@ -17,6 +17,7 @@ from kqplan.units import format_bytes, format_number
 
 if TYPE_CHECKING:
     from kqplan.apply import ApplyReport
+    from kqplan.impact import Impact
 
 NO_CHANGES = "No changes. The cluster matches the manifests."
 
@@ -124,26 +125,100 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
-def render_markdown(plan: Plan) -> str:
+MAX_COMMENT_CHARS = 60_000
+"""GitHub refuses comments over 65 536 characters; the rest of the budget is headroom."""
+
+
+def _key_table(plan: Plan) -> list[str]:
+    """Adds / changes / deletes per quota key, deletes in bold: what a reviewer reads first."""
+    counts: dict[str, list[int]] = {}
+    for change in plan.changes:
+        for marker, key, _, _ in _rows(change):
+            counts.setdefault(key, [0, 0, 0])["+~-".index(marker)] += 1
+    rows = ["| quota key | add | change | delete |", "|---|---:|---:|---:|"]
+    for key, (adds, updates, deletes) in sorted(counts.items()):
+        rows.append(f"| `{key}` | {adds or ''} | {updates or ''} | {f'**{deletes}**' if deletes else ''} |")
+    return rows
+
+
+def _change_block(change: Change) -> list[str]:
+    head = f"#### `{change.action.marker}` `{_md(change.entity.display)}` ({change.action.value})"
+    if change.origin:
+        head += f" — from `{_md(change.origin)}`"
+    out = [head, "", "| | key | before | after |", "|---|---|---|---|"]
+    for marker, key, old, new in _rows(change):
+        before = show_value(key, old) if old is not None else ""
+        after = show_value(key, new) if new is not None else ""
+        out.append(f"| `{marker}` | `{key}` | {before} | {after} |")
+    return [*out, ""]
+
+
+def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact: str | None = None,
+                    impact: Impact | None = None) -> str:
+    """A PR comment: summary and per-key table first, deletes set apart, warnings inside, details in
+    collapsible blocks, cut with a count (and a pointer to ``artifact``) to stay under ``max_chars``."""
     s = plan.summary
     if not plan.has_changes:
-        return f"### kqplan: no changes\n\n{NO_CHANGES} {plan.unchanged} entities checked on " \
-               f"{_md(_target(plan))}.\n"
-    out = [f"### kqplan: {s.add} to add, {s.change} to change, {s.delete} to delete",
-           "", f"On {_md(_target(plan))}; {s.unchanged} entities unchanged.", ""]
-    out.extend(f"> {_md(n)}" for n in plan.notes)
-    out += ["<details><summary>Show the changes</summary>", ""]
-    for change in plan.changes:
-        out.append(f"#### `{change.action.marker}` `{_md(change.entity.display)}` "
-                   f"({change.action.value})")
-        out += ["", "| | key | before | after |", "|---|---|---|---|"]
-        for marker, key, old, new in _rows(change):
-            before = show_value(key, old) if old is not None else ""
-            after = show_value(key, new) if new is not None else ""
-            out.append(f"| `{marker}` | `{key}` | {before} | {after} |")
-        out.append("")
-    out += ["</details>", "", summary_line(s)]
-    return "\n".join(out) + "\n"
+        out = ["### kqplan: no changes", "",
+               f"{NO_CHANGES} {plan.unchanged} entities checked on {_md(_target(plan))}."]
+    else:
+        out = [f"### kqplan: {s.add} to add, {s.change} to change, {s.delete} to delete", "",
+               f"On {_md(_target(plan))}; {s.unchanged} entities unchanged.", "", *_key_table(plan), ""]
+    deletes = [c for c in plan.changes if c.action is Action.DELETE]
+    if deletes:
+        shown = ", ".join(f"`{_md(c.entity.display)}`" for c in deletes[:20])
+        more = f" and {len(deletes) - 20} more" if len(deletes) > 20 else ""
+        out += ["> [!WARNING]", f"> **{len(deletes)} entit{'y' if len(deletes) == 1 else 'ies'} will be "
+                f"deleted:** {shown}{more}", ""]
+    if plan.notes:
+        out += ["> [!NOTE]", *(f"> - {_md(n)}" for n in plan.notes), ""]
+    if impact is not None:
+        out += _impact_lines(impact)
+    if plan.unmanaged:
+        out += [f"<details><summary>{len(plan.unmanaged)} entities on the cluster are not managed by these "
+                "manifests</summary>", "", *(f"- `{_md(e.display)}`" for e, _ in plan.unmanaged[:50])]
+        if len(plan.unmanaged) > 50:
+            out.append(f"- … and {len(plan.unmanaged) - 50} more (the plan JSON lists every one)")
+        out += ["", "</details>", ""]
+    tail = ["", summary_line(s)] if plan.has_changes else []
+    budget = max_chars - sum(len(line) + 1 for line in out + tail) - 400  # room for the cut notice
+    groups = [(f"Deletes ({len(deletes)})", deletes),
+              (f"Adds and changes ({len(plan.changes) - len(deletes)})",
+               [c for c in plan.changes if c.action is not Action.DELETE])]
+    hidden = 0
+    for title, changes in groups:
+        if not changes:
+            continue
+        block = [f"<details><summary>{title}</summary>", ""]
+        for change in changes:
+            lines = _change_block(change)
+            size = sum(len(line) + 1 for line in lines)
+            if budget - size < 0:
+                hidden += 1
+                continue
+            budget -= size
+            block += lines
+        out += [*block, "</details>", ""]
+    if hidden:
+        where = f" in the plan artifact `{_md(artifact)}`" if artifact else " with `--format json`"
+        out.append(f"**{hidden} more changes are not shown here** (comment size limit); "
+                   f"see every change{where}.")
+    return "\n".join(out + tail) + "\n"
+
+
+def _impact_lines(impact: Impact, limit: int = 50) -> list[str]:
+    """The --principals blast radius as a Markdown table."""
+    out = [f"**Blast radius:** {_md(impact.summary.line)}", ""]
+    if not impact.principals:
+        return out
+    out += ["| principal | key | before | after |", "|---|---|---|---|"]
+    for item in impact.principals[:limit]:
+        for k in item.keys:
+            out.append(f"| `{_md(item.entity.display)}` | `{k.key}` | {_md(k.before.show())} | "
+                       f"{_md(k.after.show())} |")
+    if len(impact.principals) > limit:
+        out.append(f"\n… and {len(impact.principals) - limit} more principals.")
+    return [*out, ""]
 
 
 def render_json(plan: Plan) -> str:

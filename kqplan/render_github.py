@@ -11,7 +11,7 @@ from kqplan.plan import Plan
 from kqplan.render import summary_line
 from kqplan.units import format_number
 
-_ORIGIN = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+)")
+_ORIGIN = re.compile(r"^(?P<file>.+?)(?: \(overrides .*\))?$")
 
 
 def _escape(text: str) -> str:
@@ -31,7 +31,7 @@ def render_plan_github(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> str:
         where = ""
         found = _ORIGIN.match(change.origin or "")
         if found:
-            where = (f",file={_prop(found['file'])},line={found['line']},col={found['col']}")
+            where = f",file={_prop(found['file'])}"
         level = "warning" if change.action.value == "delete" else "notice"
         lines.append(f"::{level} title=kqplan {_prop(change.action.value)}{where}::"
                      f"{_escape(change.action.marker + ' ' + change.entity.display + ': ' + ops)}")

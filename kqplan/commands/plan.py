@@ -16,11 +16,12 @@ from kqplan.errors import ExitCode, KqplanError
 from kqplan.manifest.compile import DesiredState, load_desired
 from kqplan.plan import ClusterRef, Plan, diff
 from kqplan.planfile import dumps_plan
-from kqplan.render import RENDERERS, Format
+from kqplan.render import MAX_COMMENT_CHARS, RENDERERS, Format
 from kqplan.state import QuotaState, fingerprint, write_atomically
 from kqplan.target import Target, open_cluster
 
 if TYPE_CHECKING:
+    from kqplan.impact import Impact
     from kqplan.principals import Principal
 
 UNMANAGED_SHOWN = 10
@@ -180,7 +181,8 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
          out: Path | None, detailed_exitcode: bool, streams: Streams,
          principals: Path | None = None, cluster: ClusterEntry | None = None,
          guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False,
-         config_flag: Path | None = None, github: bool = False) -> int:
+         config_flag: Path | None = None, github: bool = False,
+         markdown_limit: int = MAX_COMMENT_CHARS) -> int:
     """``fmt`` text | markdown | json; ``github`` (with fmt=markdown ignored) prints workflow
     annotations instead."""
     if out is not None:
@@ -213,6 +215,11 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         from kqplan.render_github import render_plan_github
 
         streams.print(render_plan_github(saved, warnings), end="")
+    elif fmt is Format.MARKDOWN:
+        from kqplan.render import render_markdown
+
+        streams.print(render_markdown(saved, max_chars=markdown_limit, impact=_impact(result, actual, who),
+                                      artifact=str(out) if out is not None else None), end="")
     else:
         streams.print(RENDERERS[fmt](saved), end="")
     if text_like:
@@ -225,6 +232,15 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if problem is not None:
         raise problem
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
+
+
+def _impact(plan: Plan, actual: QuotaState | None, principals: Sequence[Principal] | None) -> Impact | None:
+    if principals is None or actual is None:
+        return None
+    from kqplan.impact import blast_radius
+    from kqplan.plan import apply_ops
+
+    return blast_radius(actual, apply_ops(actual, plan.changes), principals)
 
 
 def _blast_radius(plan: Plan, actual: QuotaState | None, principals: Sequence[Principal] | None,
