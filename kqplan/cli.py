@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -261,6 +262,11 @@ def plan(
     return run(body, json_errors=fmt == "json")
 
 
+class _ApplyFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 @app.command()
 def apply(
     paths: Annotated[list[Path] | None, typer.Argument(
@@ -281,6 +287,9 @@ def apply(
         metavar="REPORT.json")] = None,
     allow_mass_delete: Annotated[bool, typer.Option(
         "--allow-mass-delete", help="Allow more deletions than [policy] max-delete(-percent).")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", metavar="FORMAT",
+        help="text | json (the report on stdout; needs --auto-approve)")] = "text",
     config: ConfigOpt = None,
 ) -> int:
     """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
@@ -296,9 +305,9 @@ def apply(
             manifest_paths, plan_file, _target(state, bootstrap_server, command_config, sandbox),
             project, auto_approve=auto_approve, report=report, streams=_streams(),
             cluster_entry=_cluster(cluster, project), guardrails=Guardrails(allow_mass_delete),
-            color=_color())
+            color=_color(), as_json=_choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON)
 
-    return run(body)
+    return run(body, json_errors=fmt == "json")
 
 
 @app.command()

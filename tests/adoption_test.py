@@ -3,6 +3,7 @@ single entities into the manifests keeping every other byte (sandbox broker, TCP
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +113,27 @@ def test_empty_cluster_exports_a_manifest_that_plans(tmp_path):
     (1235.0, "1235"), (1235.0000001, "1235.0000001"), (3 * 2**40, "3TiB")])
 def test_byte_rates_export_in_the_shortest_exact_unit(value, text):
     assert yaml_value("producer_byte_rate", value) == text
+
+
+def test_apply_json_report_on_stdout_and_a_report_even_with_nothing_to_do(box, tmp_path):
+    manifests = tmp_path / "m"
+    assert kq(box, "export", "--out", manifests).exit_code == 0
+    report = tmp_path / "report.json"
+    report.write_text("stale")
+    nothing = kq(box, "apply", manifests, "--auto-approve", "--report", report, "--format", "json")
+    assert nothing.exit_code == 0, nothing.stderr
+    assert nothing.json["entities"] == []
+    assert json.loads(report.read_text()) == nothing.json  # the old report does not stand
+    (manifests / "quotas.yaml").write_text((manifests / "quotas.yaml").read_text().replace(
+        "producer_byte_rate: 1KiB", "producer_byte_rate: 2KiB"))
+    changed = kq(box, "apply", manifests, "--auto-approve", "--format", "json")
+    assert changed.exit_code == 0, changed.stderr
+    assert [(e["display"], e["status"]) for e in changed.json["entities"]] == [("{user=bob}", "applied")]
+    assert changed.stderr.startswith("kqplan will perform the following actions")  # the plan: stderr
+    prompt = kq(box, "apply", manifests, "--format", "json")
+    assert prompt.exit_code == 1
+    assert json.loads(prompt.stderr)["error"]["message"].startswith("--format json needs --auto-approve")
+    missing_dir = kq(box, "apply", manifests, "--auto-approve", "--report", tmp_path / "no" / "r.json")
+    assert missing_dir.exit_code == 1
+    assert "directory" in missing_dir.stderr
+    assert "does not exist" in missing_dir.stderr

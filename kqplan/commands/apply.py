@@ -6,11 +6,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from kqplan.apply import apply, check_stale, report_to_json
+from kqplan.apply import ApplyReport, apply, check_stale, report_to_json
 from kqplan.commands.plan import (
     DEFAULT_GUARDRAILS,
     Guardrails,
     check_inventory_id,
+    check_writable,
     compute_plan,
     guardrail_problem,
     load_checked,
@@ -55,7 +56,15 @@ def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
 def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
                   config: ProjectConfig, *, auto_approve: bool, report: Path | None,
                   streams: Streams, cluster_entry: ClusterEntry | None = None,
-                  guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False) -> int:
+                  guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False,
+                  as_json: bool = False) -> int:
+    """``as_json``: the report (the ``--report`` document) is stdout, the plan goes to stderr."""
+    if report is not None:
+        check_writable(report, "the report")
+    if as_json and not auto_approve:
+        raise KqplanError("--format json needs --auto-approve (stdout is the report, nobody answers a "
+                          "prompt)", hint="review the plan first (kqplan plan), then apply with "
+                          "--auto-approve")
     if paths and plan_file is not None:
         raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
     if plan_file is None:
@@ -78,18 +87,32 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
         refused = guardrail_problem(plan, desired, config, guardrails)
         if refused is not None:
             raise refused
-        streams.print(render_text(plan, color=color), end="")
+        (streams.warn if as_json else streams.print)(render_text(plan, color=color and not as_json), end="")
         if not plan.has_changes:
+            result = ApplyReport(plan.cluster, (), False, 0, {"describe": 0, "alter_validate": 0, "alter": 0},
+                                 plan.unchanged)
+            _finish(result, report, as_json, streams, quiet=True)
             return ExitCode.OK
-        streams.print("")
+        if not as_json:
+            streams.print("")
         if not confirm(plan, streams, auto_approve=auto_approve):
             streams.print("Apply cancelled.")
             return ExitCode.ERROR
         result = apply(cluster, plan, progress=progress)
-    if report is not None:
-        write_atomically(report, json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n")
-    streams.print(render_apply(result), end="")
+    _finish(result, report, as_json, streams)
     return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+def _finish(result: ApplyReport, report: Path | None, as_json: bool, streams: Streams, *,
+            quiet: bool = False) -> None:
+    """The report file (always, even with nothing to do: an old one must not stand), and stdout."""
+    document = json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n"
+    if report is not None:
+        write_atomically(report, document)
+    if as_json:
+        streams.print(document, end="")
+    elif not quiet:
+        streams.print(render_apply(result), end="")
 
 
 def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:
