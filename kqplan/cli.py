@@ -194,6 +194,9 @@ def validate(
     cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json | github", metavar="FORMAT")] = "text",
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
+    related: Annotated[bool, typer.Option(
+        "--related", help="Each PATH is a changed file (pre-commit): validate it with its manifest set "
+        "(its inventory layers, else its directory); skip YAML that is no manifest.")] = False,
     config: ConfigOpt = None,
 ) -> int:
     """Check manifests offline; report every problem with file:line:column."""
@@ -207,7 +210,8 @@ def validate(
         given = paths or []
         project = _config(given)
         return command(manifest_paths(given, _cluster(cluster, project)), project,
-                       fmt=_choice(DiagnosticFormat, fmt, "--format"), strict=strict, streams=_streams())
+                       fmt=_choice(DiagnosticFormat, fmt, "--format"), strict=strict, streams=_streams(),
+                       related=related)
 
     return run(body, json_errors=fmt == "json")
 
@@ -498,6 +502,20 @@ def schema() -> int:
 
 # -- fmt / import (manifest writing) -------------------------------------------------------------
 # [anchor: manifest-writer commands]
+@app.command()
+def fmt(
+    paths: PathsArg,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Write nothing; list files that are not canonical and exit 1 if any.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Show the changes as a unified diff.")] = False,
+    config: ConfigOpt = None,
+) -> int:
+    """Rewrite manifests in canonical form (key order, units, quoting), keeping comments."""
+    from kqplan.commands.fmt import fmt_command
+
+    _use_config(config)
+    return run(lambda: fmt_command(paths, _config(paths), check=check, diff=diff, streams=_streams()))
+
 @app.command(name="import")
 def import_(
     directory: Annotated[Path, typer.Argument(help="The manifests directory to write into.",

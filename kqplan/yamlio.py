@@ -85,12 +85,13 @@ def set_quotas(entry: CommentedMap, quotas: dict[str, float]) -> list[str]:
     for key in [k for k in current if k not in quotas]:
         del current[key]
     for key, value in sorted(quotas.items()):
-        if _number(current.get(key)) != value:  # an equal value keeps the author's spelling
+        if number_of(current.get(key)) != value:  # an equal value keeps the author's spelling
             current[key] = scalar(key, value)
     return notes
 
 
-def _number(raw: object) -> float | None:
+def number_of(raw: object) -> float | None:
+    """A quota value as written (number or byte size) as a float; None when it is neither."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int | float):

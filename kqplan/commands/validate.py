@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kqplan.config import ProjectConfig
 from kqplan.console import Streams
-from kqplan.diagnostics import render_github, render_json, render_text
+from kqplan.diagnostics import Diagnostic, render_github, render_json, render_text
 from kqplan.errors import ExitCode
 from kqplan.manifest.compile import load_desired
 
@@ -23,15 +23,36 @@ RENDER = {DiagnosticFormat.TEXT: render_text, DiagnosticFormat.JSON: render_json
           DiagnosticFormat.GITHUB: render_github}
 
 
-def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFormat,
-             strict: bool, streams: Streams) -> int:
-    """Exit 1 on any error (or, with ``strict``, any warning)."""
+def _check(paths: Sequence[Path], config: ProjectConfig) -> tuple[list[Diagnostic], int, int]:
+    """Diagnostics (lint included when valid), entities and files of one manifest set."""
     desired = load_desired(paths, config)
     diags = list(desired.diagnostics)
     if not desired.errors:
         from kqplan.lint import lint
 
         diags += lint(desired)  # shadowing and `User:` names: only meaningful on a valid state
+    return diags, len(desired.quotas), desired.files
+
+
+def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFormat,
+             strict: bool, streams: Streams, related: bool = False) -> int:
+    """Exit 1 on any error (or, with ``strict``, any warning). ``related`` (pre-commit): each path
+    is a changed file, validated with the manifest set it belongs to; other YAML is skipped."""
+    if related:
+        from kqplan.commands.fmt import is_manifest
+        from kqplan.related import manifest_sets
+
+        changed = [p for p in paths if p.is_file() and is_manifest(p.read_text(encoding="utf-8",
+                                                                                errors="replace"))]
+        sets = manifest_sets(changed, config)
+    else:
+        sets = [tuple(paths)]
+    diags: list[Diagnostic] = []
+    entities = files = 0
+    for manifest_set in sets:
+        found, n, f = _check(manifest_set, config)
+        diags += [d for d in found if d not in diags]
+        entities, files = entities + n, files + f
     errors = sum(d.is_error for d in diags)
     warnings = len(diags) - errors
     if fmt is DiagnosticFormat.JSON:
@@ -39,10 +60,9 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
     elif diags:
         streams.print(RENDER[fmt](diags))
     if fmt is DiagnosticFormat.TEXT:
-        entities = len(desired.quotas)
         if errors or warnings:
             streams.print(f"Found {errors} error(s) and {warnings} warning(s).")
         else:
-            streams.print(f"Valid: {entities} entities in {desired.files} file(s).")
+            streams.print(f"Valid: {entities} entities in {files} file(s).")
     failed = errors > 0 or (strict and warnings > 0)
     return ExitCode.ERROR if failed else ExitCode.OK

@@ -1,0 +1,59 @@
+"""``kqplan fmt [--check] [--diff] PATH...``: rewrite manifests in canonical form, comments kept."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+
+from kqplan.config import ProjectConfig
+from kqplan.console import Streams
+from kqplan.errors import ExitCode, KqplanError
+from kqplan.state import write_atomically
+
+
+def is_manifest(text: str) -> bool:
+    """A kqplan manifest (other YAML, a CI workflow say, is left alone when a hook passes it)."""
+    return any(line.startswith("apiVersion:") and "kqplan/" in line for line in text.splitlines()[:50])
+
+
+def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, diff: bool,
+                streams: Streams) -> int:
+    """Exit 1 with ``--check`` when a file is not canonical, or when a file cannot be read."""
+    from ruamel.yaml.error import YAMLError
+
+    from kqplan.fmt import format_text
+    from kqplan.manifest.compile import load_desired
+    from kqplan.manifest.loader import discover
+
+    files, problems = discover(paths)
+    if problems:
+        raise KqplanError(f"{problems[0].span.path}: {problems[0].message}")
+    changed = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if not is_manifest(text):
+            continue
+        try:
+            new = format_text(text)
+        except YAMLError:  # a file that does not parse is validate's to explain, with its position
+            streams.warn(f"{path}: not formatted: it is not valid YAML (run `kqplan validate {path}`)")
+            continue
+        if new == text:
+            continue
+        before = load_desired([path], config).quotas
+        changed += 1
+        if diff:
+            streams.print("".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
+                                                       f"{path}", f"{path} (formatted)")), end="")
+        if check:
+            if not diff:
+                streams.print(str(path))
+            continue
+        write_atomically(path, new)
+        if load_desired([path], config).quotas != before:  # never change meaning
+            write_atomically(path, text)
+            raise KqplanError(f"{path}: formatting would change what the manifest asks for; left as it was",
+                              hint="please report this as a kqplan bug")
+        streams.print(str(path))
+    return ExitCode.ERROR if check and changed else ExitCode.OK
