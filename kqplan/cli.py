@@ -489,15 +489,35 @@ def sandbox(
         sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=_streams()))
 
 
-@app.command(hidden=True)
-def schema() -> int:
-    """Print the manifest JSON Schema (what schemas/manifest-v1.json holds)."""
+SCHEMAS = ("manifest", "plan", "report", "errors")
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(
+        help="manifest | plan | report | errors", metavar="NAME")] = "manifest",
+) -> int:
+    """Print a JSON Schema: manifests, plan JSON, apply reports, or diagnostics/errors."""
     import json
 
-    from kqplan.manifest.models import json_schema
+    def body() -> int:
+        if name not in SCHEMAS:
+            raise KqplanError(f"no schema '{name}'", hint=f"one of {', '.join(SCHEMAS)}")
+        if name == "manifest":  # generated from the models: always what this kqplan reads
+            from kqplan.manifest.models import json_schema
 
-    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
-    return ExitCode.OK
+            sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+            return ExitCode.OK
+        # shipped in the wheel as kqplan/schemas/; in a checkout they sit beside the package
+        here = Path(__file__).resolve().parent
+        for directory in (here / "schemas", here.parent / "schemas"):
+            path = directory / f"{name}-v1.json"
+            if path.is_file():
+                sys.stdout.write(path.read_text(encoding="utf-8"))
+                return ExitCode.OK
+        raise KqplanError(f"the {name} schema is not installed with this kqplan")
+
+    return run(body)
 
 
 # -- fmt / import (manifest writing) -------------------------------------------------------------
