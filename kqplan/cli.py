@@ -350,9 +350,11 @@ def export(
 
 
 NamesOpt = Annotated[str | None, typer.Option(
-    "--names", help="Comma-separated TYPE=NAME pairs, e.g. user=alice,client-id=app.")]
+    "--names", help="Comma-separated TYPE=NAME pairs, e.g. user=alice,client-id=app.",
+        metavar="TYPE=NAME,...")]
 DefaultsOpt = Annotated[str | None, typer.Option(
-    "--defaults", help="Comma-separated entity types whose default entity is meant, e.g. user.")]
+    "--defaults", help="Comma-separated entity types whose default entity is meant, e.g. user.",
+        metavar="TYPE,...")]
 
 
 @app.command()
@@ -360,7 +362,8 @@ def describe(
     names: NamesOpt = None,
     defaults: DefaultsOpt = None,
     any_types: Annotated[str | None, typer.Option(
-        "--any", help="Entity types that must be present with any name (defaults included).")] = None,
+        "--any", help="Entity types that must be present with any name (defaults included).",
+            metavar="TYPE,...")] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Only entities with exactly the given types.")] = False,
     state: StateOpt = None,
@@ -394,8 +397,10 @@ def alter(
     names: NamesOpt = None,
     defaults: DefaultsOpt = None,
     add: Annotated[str | None, typer.Option(
-        "--add", help="KEY=VALUE,... to set (byte units allowed, e.g. 10MiB).")] = None,
-    delete: Annotated[str | None, typer.Option("--delete", help="KEY,... to remove.")] = None,
+        "--add", help="KEY=VALUE,... to set (byte units allowed, e.g. 10MiB).",
+            metavar="KEY=VALUE,...")] = None,
+    delete: Annotated[str | None, typer.Option("--delete", help="KEY,... to remove.",
+        metavar="KEY,...")] = None,
     validate_only: Annotated[bool, typer.Option(
         "--validate-only", help="Let the broker validate without changing anything.")] = False,
     state: StateOpt = None,
@@ -428,11 +433,13 @@ def alter(
 @app.command()
 def resolve(
     names: Annotated[str, typer.Option(
-        "--names", help="The connection: user=PRINCIPAL[,client-id=ID] or ip=ADDRESS.")],
+        "--names", help="The connection: user=PRINCIPAL[,client-id=ID] or ip=ADDRESS.",
+            metavar="TYPE=NAME,...")],
     show_overridden: Annotated[bool, typer.Option(
         "--show-overridden", help="Also list the less specific entries each key overrides (*).")] = False,
     desired: Annotated[list[Path] | None, typer.Option(
-        "--desired", help="Resolve against these manifests instead of a cluster (repeatable).")] = None,
+        "--desired", help="Resolve against these manifests instead of a cluster (repeatable).",
+            metavar="PATH")] = None,
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
@@ -461,25 +468,34 @@ def resolve(
 
 @app.command()
 def sandbox(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0: pick a free one and print it).")] = 9092,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.", metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0: pick a free one and print it).",
+        metavar="PORT")] = 9092,
     state: Annotated[Path | None, typer.Option(
         "--state", dir_okay=False,
-        help="Snapshot file: loaded at start, rewritten atomically after every committed alter.")] = None,
+        help="Snapshot file: loaded at start, rewritten atomically after every committed alter.",
+            metavar="SNAPSHOT.json")] = None,
     seed: Annotated[Path | None, typer.Option(
-        "--seed", dir_okay=False, help="Start from this snapshot (instead of --state's content).")] = None,
+        "--seed", dir_okay=False, help="Start from this snapshot (instead of --state's content).",
+            metavar="SNAPSHOT.json")] = None,
     cluster_id: Annotated[str | None, typer.Option(
-        "--cluster-id", help="Cluster id to report (default: the snapshot's, else a fixed one).")] = None,
+        "--cluster-id", help="Cluster id to report (default: the snapshot's, else a fixed one).",
+            metavar="ID")] = None,
     request_log: Annotated[Path | None, typer.Option(
-        "--request-log", dir_okay=False, help="Append one JSON line per request served.")] = None,
+        "--request-log", dir_okay=False, help="Append one JSON line per request served.",
+            metavar="FILE")] = None,
     sasl_users: Annotated[Path | None, typer.Option(
         "--sasl-users", dir_okay=False,
-        help="JSON users for SASL/PLAIN with their permissions; the listener then requires SASL.")] = None,
+        help="JSON users for SASL/PLAIN with their permissions; the listener then requires SASL.",
+            metavar="USERS.json")] = None,
     tls_cert: Annotated[Path | None, typer.Option(
-        "--tls-cert", dir_okay=False, help="PEM certificate (the listener then speaks TLS).")] = None,
-    tls_key: Annotated[Path | None, typer.Option("--tls-key", dir_okay=False, help="PEM key.")] = None,
+        "--tls-cert", dir_okay=False, help="PEM certificate (the listener then speaks TLS).",
+            metavar="PEM")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", dir_okay=False, help="PEM key.",
+        metavar="PEM")] = None,
     lag_ms: Annotated[int, typer.Option(
-        "--lag-ms", help="Serve the pre-alter state to describes for this long (read-after-write lag).")] = 0,
+        "--lag-ms", help="Serve the pre-alter state to describes for this long (read-after-write lag).",
+            metavar="MS")] = 0,
 ) -> int:
     """Run the sandbox broker: a Kafka-wire client-quota broker that behaves like Kafka."""
     from kqplan.commands.sandbox import sandbox_command
@@ -541,9 +557,10 @@ def import_(
     directory: Annotated[Path, typer.Argument(help="The manifests directory to write into.",
                                               metavar="DIR", file_okay=False)],
     names: Annotated[str | None, typer.Option(
-        "--names", help="The entity: TYPE=NAME,... (e.g. user=mallory).")] = None,
+        "--names", help="The entity: TYPE=NAME,... (e.g. user=mallory).", metavar="TYPE=NAME,...")] = None,
     defaults: Annotated[str | None, typer.Option(
-        "--defaults", help="Entity types whose default entity is meant, e.g. user.")] = None,
+        "--defaults", help="Entity types whose default entity is meant, e.g. user.",
+            metavar="TYPE,...")] = None,
     all_unmanaged: Annotated[bool, typer.Option(
         "--all-unmanaged", help="Every cluster entity no manifest lists and no scope covers.")] = False,
     split_by: Annotated[str, typer.Option(
