@@ -137,3 +137,23 @@ def test_apply_json_report_on_stdout_and_a_report_even_with_nothing_to_do(box, t
     assert missing_dir.exit_code == 1
     assert "directory" in missing_dir.stderr
     assert "does not exist" in missing_dir.stderr
+
+
+def test_invalid_cluster_values_are_reported_and_repaired(tmp_path):
+    # what a ZooKeeper-mode cluster stores and KRaft refuses: 0 (throttled to nothing), negative
+    seed = {Entity.user("zed"): {"producer_byte_rate": 0.0}, Entity.user("neg"): {"request_percentage": -5.0}}
+    with Sandbox.start(SandboxConfig(seed=seed, cluster_id="zk-like")) as box:
+        (tmp_path / "q.yaml").write_text("apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n"
+                                         "  - user: zed\n    quotas: {producer_byte_rate: 1MiB}\n")
+        plan = kq(box, "plan", tmp_path / "q.yaml", "--format", "json")
+        assert plan.exit_code == 0, plan.stderr
+        notes = [n for n in plan.json["notes"] if n.startswith("invalid cluster state")]
+        assert notes == [
+            "invalid cluster state: {user=neg} request_percentage=-5.0 is refused by Kafka's own rules "
+            "(Quota request_percentage must be greater than 0); list the entity in a manifest (or prune it) "
+            "to repair it.",
+            "invalid cluster state: {user=zed} producer_byte_rate=0.0 is refused by Kafka's own rules "
+            "(Quota producer_byte_rate must be greater than 0); this plan repairs it."]
+        exported = kq(box, "export")
+        assert "  # not exported: {user=zed} producer_byte_rate=0.0" in exported.stdout
+        assert "not exported" in exported.stderr

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +12,7 @@ from kqplan.cluster.base import Cluster
 from kqplan.config import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.diagnostics import Diagnostic, DiagnosticsError, render_text
+from kqplan.entity import Entity
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.manifest.compile import DesiredState, load_desired
 from kqplan.plan import ClusterRef, Plan, diff
@@ -109,10 +110,30 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
         actual = cluster.describe()
     ref = ClusterRef(ident.cluster_id, ident.address, getattr(ident, "version", None),
                      getattr(ident, "mode", None))
-    return diff(desired.quotas, actual, desired.ownership, cluster=ref,
-                fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
-                origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
-                metadata=desired.metadata)
+    result = diff(desired.quotas, actual, desired.ownership, cluster=ref,
+                  fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
+                  origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
+                  metadata=desired.metadata)
+    invalid = invalid_state_notes(actual, {c.entity for c in result.changes})
+    return replace(result, notes=(*result.notes, *invalid)) if invalid else result
+
+
+def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list[str]:
+    """Values on the cluster Kafka's KRaft rules refuse (0, negative, NaN: a ZooKeeper cluster
+    stores them): reported, never silently kept; listing the entity in a manifest repairs them."""
+    import math
+
+    from kqplan.quotas import QUOTA_KEYS, value_error
+
+    notes = []
+    for entity, quotas in actual.items():
+        for key, value in sorted(quotas.items()):
+            if key in QUOTA_KEYS and (math.isnan(value) or value_error(key, value) is not None):
+                fix = ("this plan repairs it" if entity in changed
+                       else "list the entity in a manifest (or prune it) to repair it")
+                notes.append(f"invalid cluster state: {entity.display} {key}={value!r} is refused by "
+                             f"Kafka's own rules ({value_error(key, value) or 'NaN'}); {fix}.")
+    return sorted(notes)
 
 
 def guardrail_problem(plan: Plan, desired: DesiredState | None, config: ProjectConfig,
