@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -195,10 +196,21 @@ def _check_keys(cfg: _Settings) -> tuple[str, ...]:
         if key in known.IGNORED or key.startswith(known.IGNORED_PREFIXES):
             ignored.append(f"{key} ({cfg.source}:{setting.line})")
             continue
+        if not _SETTING_NAME.fullmatch(key):
+            # Not a setting name: likely a value wrapped onto its own line (a password, a JAAS
+            # fragment) or an escaped '='. Never echo it: it may be a secret.
+            raise KqplanError(f"{cfg.source}:{setting.line}: this line is not a `key=value` setting "
+                              "(its text is not shown: it may hold a secret)",
+                              hint="a value continues on the next line only after a trailing "
+                              "backslash; write each setting on one line as key=value")
         close = difflib.get_close_matches(key, sorted(known.SUPPORTED), n=1, cutoff=0.75)
         raise cfg.error(key, "unknown setting",
                         f"did you mean {close[0]}?" if close else known.SUPPORTED_HINT)
     return tuple(ignored)
+
+
+_SETTING_NAME = re.compile(r"[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)+")
+"""What a client setting's name looks like (``sasl.jaas.config``); anything else is not echoed."""
 
 
 def _read_pem_path(cfg: _Settings, key: str, kind: str) -> str | None:
