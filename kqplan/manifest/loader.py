@@ -8,6 +8,8 @@ first time a diagnostic in that file needs a location. Valid files never pay for
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,25 +94,57 @@ def resolve(source: SourceFile, pending: Pending) -> Diagnostic:
 
 
 def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
-    """Expand directories (recursively ``*.yaml``/``*.yml``, hidden entries skipped), in order."""
+    """Expand directories (recursively ``*.yaml``/``*.yml``, hidden entries skipped), in order.
+
+    Nothing is skipped silently: a dangling or looping symlink, or a directory that cannot be
+    read, is a KQP008 error (with prune, a file left out would be a deletion).
+    """
     files: list[Path] = []
     diags: list[Diagnostic] = []
+
+    def problem(path: Path | str, message: str, hint: str | None = None) -> None:
+        diags.append(Diagnostic("KQP008", message, Span(str(path), 0, 0), hint=hint))
+
     for path in paths:
         if path.is_dir():
-            found = sorted(
-                p for p in path.rglob("*")
-                if p.suffix in MANIFEST_SUFFIXES and p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-            if not found:
-                diags.append(Diagnostic("KQP008", "directory contains no *.yaml or *.yml files",
-                                        Span(str(path), 0, 0),
-                                        hint="point kqplan at manifest files or their directory"))
-            files.extend(found)
+            found: list[Path] = []
+            seen_dirs: set[tuple[int, int]] = set()
+            reported = len(diags)
+
+            def unreadable(error: OSError, top: Path = path) -> None:
+                problem(error.filename or top, f"cannot read directory: {error.strerror}",
+                        "fix its permissions, or move it out of the manifests directory")
+
+            for root, dirnames, filenames in os.walk(path, onerror=unreadable, followlinks=True):
+                here = Path(root)
+                st = here.stat()
+                if (st.st_dev, st.st_ino) in seen_dirs:  # a symlink back up the tree
+                    problem(here, "directory symlink loop", "remove the symlink")
+                    dirnames.clear()
+                    continue
+                seen_dirs.add((st.st_dev, st.st_ino))
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in filenames:
+                    candidate = here / name
+                    if name.startswith(".") or candidate.suffix not in MANIFEST_SUFFIXES:
+                        continue
+                    if candidate.is_file():
+                        found.append(candidate)
+                    elif candidate.is_symlink():
+                        problem(candidate, "symlink to nothing (dangling, or a loop)",
+                                "fix or remove the link: its manifest would be left out")
+                    else:
+                        problem(candidate, "not a regular file")
+            if not found and len(diags) == reported:
+                problem(path, "directory contains no *.yaml or *.yml files",
+                        "point kqplan at manifest files or their directory")
+            files.extend(sorted(found))
         elif path.is_file():
             files.append(path)
+        elif path.is_symlink():
+            problem(path, "symlink to nothing (dangling, or a loop)")
         else:
-            diags.append(Diagnostic("KQP008", "no such file or directory", Span(str(path), 0, 0)))
+            problem(path, "no such file or directory")
     seen: set[Path] = set()
     unique = []
     for f in files:
@@ -119,6 +153,11 @@ def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
             seen.add(key)
             unique.append(f)
     return unique, diags
+
+
+# YAML 1.2's printable set (§5.1): TAB, LF, CR, NEL, and everything from space up but DEL, the
+# C1 controls, surrogates and U+FFFE/U+FFFF. Anything else cuts a file short in some parsers.
+_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None]:
@@ -144,6 +183,15 @@ def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None
         return None, Diagnostic(
             "KQP002", f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x})", Span(name, line, col),
             hint="save the file as UTF-8")
+    bad = _FORBIDDEN.search(text)
+    if bad is not None:
+        from kqplan.manifest.positions import line_col
+
+        line, col = line_col(text, bad.start())
+        return None, Diagnostic(
+            "KQP009", f"character U+{ord(bad.group()):04X} is not allowed in YAML", Span(name, line, col),
+            hint="remove it (a NUL or control byte would cut the file short: everything after it "
+            "would be ignored); inside a quoted string write it as an escape, e.g. \\x07")
     return text, None
 
 
