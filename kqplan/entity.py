@@ -46,6 +46,24 @@ def unescape_name(text: str) -> Name:
     return text
 
 
+def visible(text: str) -> str:
+    """``text`` with every non-printable character (controls, ESC, CR/LF, bidi and other invisible
+    format characters) written as an escape (``\\n``, ``\\u202e``): what a reviewer reads in a
+    plan is what will be sent, and no name can forge lines or reorder text on a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def name_problem(name: str) -> str | None:
+    """Why a manifest must not use this name (Kafka would accept it), or None."""
+    if name.isprintable():
+        return None
+    bad = next(ch for ch in name if not ch.isprintable())
+    return (f"contains U+{ord(bad):04X}, a control or invisible character (shown as "
+            f"{visible(bad)})")
+
+
 class EntityKind(StrEnum):
     """Which family of quota keys an entity takes (Kafka's ``configKeysForEntityType``)."""
 
@@ -153,7 +171,7 @@ class Entity:
     @property
     def display(self) -> str:
         """KIP-546's form, e.g. ``{user=alice, client-id=<default>}``."""
-        return "{" + ", ".join(f"{t}={escape_name(n)}" for t, n in self.parts) + "}"
+        return "{" + ", ".join(f"{t}={visible(escape_name(n))}" for t, n in self.parts) + "}"
 
     def __str__(self) -> str:
         return self.display
