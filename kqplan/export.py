@@ -55,7 +55,11 @@ def yaml_string(text: str) -> str:
         return text
     if text.isprintable():
         return "'" + text.replace("'", "''") + "'"  # single quotes escape nothing but '
-    return json.dumps(text, ensure_ascii=False)  # JSON strings are YAML double-quoted scalars
+    # JSON strings are YAML double-quoted scalars. json.dumps escapes the C0 controls; what it
+    # leaves raw (DEL, C1, bidi and zero-width marks) is escaped too, so the file reads as it means.
+    quoted = json.dumps(text, ensure_ascii=False)
+    return "".join(ch if ch.isprintable() else
+                   f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}" for ch in quoted)
 
 
 def yaml_value(key: str, value: float) -> str:

@@ -16,7 +16,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from kqplan import entity as entity_module
 from kqplan.config import ProjectConfig
 from kqplan.diagnostics import Diagnostic, Severity, did_you_mean, sort_key
 from kqplan.entity import (
@@ -27,7 +26,9 @@ from kqplan.entity import (
     Entity,
     EntityKind,
     Name,
+    name_problem,
     unescape_name,
+    visible,
 )
 from kqplan.ipnames import literal_verdict
 from kqplan.manifest.loader import (
@@ -339,17 +340,21 @@ class _Compiler:
             self.removed[entity] = origin
 
     def check_names(self, source: SourceFile, loc: Loc, entity: Entity) -> bool:
-        """Names a reviewer can read: no control or invisible format characters."""
-        problem_of = getattr(entity_module, "name_problem", None)
+        """Names a reviewer can read: a control or invisible character (a tab, a bidi mark) may be
+        part of a name only as a visible escape in a double-quoted string (``"a\\u202eb"``); raw
+        in the file it would make the manifest read differently from what it sends."""
         for entity_type, name in entity.parts:
-            if name is None or problem_of is None or (name.isascii() and name.isprintable()):
-                continue  # printable ASCII, the common case, needs no closer look
-            problem = problem_of(name)
-            if problem is not None:
+            if name is None or name.isprintable():
+                continue  # the common case needs no closer look
+            # TAB, LF and CR are also YAML layout: written raw they show in any diff as what they are
+            raw = next((ch for ch in name if not ch.isprintable() and ch not in "\t\n\r"
+                        and ch in source.text), None)
+            problem = name_problem(raw) if raw is not None else None
+            if raw is not None and problem is not None:
                 self.report(source, Pending(
-                    "KQP106", f"{entity_type} name {problem}", (*loc, entity_type),
-                    hint="names with control or invisible characters can make a plan read differently "
-                    "from what it sends; use the plain name"))
+                    "KQP106", f"{entity_type} name {problem}, written raw in the file", (*loc, entity_type),
+                    hint=f"write the name in double quotes with the character escaped "
+                    f"(\"...{visible(raw)}...\") so reviewers see it, or use the plain name"))
                 return False
         return True
 

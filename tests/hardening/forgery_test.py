@@ -28,13 +28,16 @@ def test_names_are_escaped_in_every_rendering(name):
     assert [line for line in lines if line.startswith("  +")] == [f"  + {Entity.user(name).display}"]
 
 
-def test_validate_refuses_control_characters_in_names(tmp_path):
-    path = write_manifest(tmp_path / "q.yaml", 'entities:\n  - user: "a\\u202eb"\n'
+def test_validate_refuses_invisible_characters_written_raw_in_names(tmp_path):
+    path = write_manifest(tmp_path / "q.yaml", 'entities:\n  - user: "a\u202eb"\n'
                           "    quotas: {producer_byte_rate: 1}\n")
     result = run_cli("validate", path)
     assert result.exit_code == 1
     assert (f"{path}:4:11: error[KQP106] user name contains U+202E, a control or invisible character "
-            "(shown as \\u202e)") in result.stdout
+            "(shown as \\u202e), written raw in the file") in result.stdout
+    # written as a visible escape, the reviewer sees it: accepted, and plans show it escaped
+    write_manifest(path, 'entities:\n  - user: "a\\u202eb"\n    quotas: {producer_byte_rate: 1}\n')
+    assert run_cli("validate", path).exit_code == 0
 
 
 def test_the_json_plan_keeps_the_exact_name_for_machines(tmp_path):
@@ -45,3 +48,15 @@ def test_the_json_plan_keeps_the_exact_name_for_machines(tmp_path):
     doc = run_cli("plan", tmp_path / "q.yaml", "--state", snapshot, "--format", "json").json
     assert doc["changes"][0]["entity"] == {"user": "x\ny"}
     assert doc["changes"][0]["display"] == "{user=x\\ny}"
+
+
+@pytest.mark.parametrize("name", ["a\u202eb", "zw\u200bsp", "del\x7f", "c1\x85x", "esc\x1b[31m", "tab\tx",
+                                  "astral\U000e0001"])
+def test_export_writes_invisible_characters_as_escapes_that_read_back(name):
+    import yaml_rs
+
+    from kqplan.export import yaml_string
+
+    written = yaml_string(name)
+    assert written.isprintable()
+    assert yaml_rs.loads(f"k: {written}\n") == {"k": name}
