@@ -82,7 +82,11 @@ def _quiet(_: str) -> None:
 
 def check_stale(plan: Plan, actual: QuotaState, cluster_id: str | None) -> None:
     """Refuse a saved plan computed for another cluster or whose ``before`` moved."""
-    if plan.cluster.id is not None and cluster_id != plan.cluster.id:
+    if plan.cluster.id is None:
+        raise KqplanError("the plan records no cluster id (it was made from a snapshot without "
+                          "cluster_id), so it could be applied to any cluster: refused",
+                          hint="plan against the cluster itself (or a snapshot that records its id)")
+    if cluster_id != plan.cluster.id:
         raise KqplanError(f"the plan was made for cluster {plan.cluster.id}, not {cluster_id}",
                           hint="plan again against this cluster")
     moved = [c.entity.display for c in plan.changes if not _matches(actual.get(c.entity), c.before)]

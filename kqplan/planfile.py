@@ -6,16 +6,19 @@ In-memory plans are :mod:`kqplan.plan`; this module turns them into the versione
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kqplan.cluster.base import Op
-from kqplan.entity import Entity, Name
+from kqplan.entity import Entity, EntityKind, Name
 from kqplan.errors import KqplanError
 from kqplan.metadata import Metadata
-from kqplan.plan import Action, Change, ClusterRef, Plan
+from kqplan.plan import Action, Change, ClusterRef, Plan, ops_between
+from kqplan.quotas import QUOTA_KEYS, entity_error, value_error
 
 PLAN_FORMAT_VERSION = 1
 
@@ -38,6 +41,17 @@ def change_to_json(change: Change) -> dict[str, Any]:
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """The file form; ``digest`` covers everything else, so a hand edit is detected on read."""
+    body = _body(plan)
+    return {**body, "digest": digest(body)}
+
+
+def digest(body: dict[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _body(plan: Plan) -> dict[str, Any]:
     s = plan.summary
     return {
         "format_version": PLAN_FORMAT_VERSION,
@@ -101,6 +115,7 @@ class PlanFile(BaseModel):
     changes: list[_ChangeFile]
     notes: list[str] = []
     unmanaged: list[_UnmanagedFile] = []
+    digest: str | None = None
 
 
 def _metadata(data: dict[str, Any] | None) -> Metadata | None:
@@ -131,7 +146,45 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
             ops.append(Op(op.key, op.value))
         changes.append(Change(Entity.of(c.entity), c.action, c.before, c.after, tuple(ops),
                               c.origin, _metadata(c.metadata)))
-    return Plan(tuple(changes), doc.summary.get("unchanged", 0),
+    plan = Plan(tuple(changes), doc.summary.get("unchanged", 0),
                 ClusterRef(doc.cluster.id, doc.cluster.bootstrap, doc.cluster.version, doc.cluster.mode),
                 doc.state_fingerprint, tuple(doc.notes),
                 tuple((Entity.of(u.entity), u.quotas) for u in doc.unmanaged))
+    verify_plan(plan, doc.summary, source=source)
+    if doc.digest is not None and doc.digest != digest(_body(plan)):
+        raise KqplanError(f"{source}: the plan was edited after it was made (its digest does not match)",
+                          hint="make a new plan with `kqplan plan --out FILE`; never edit a saved plan")
+    return plan
+
+
+def verify_plan(plan: Plan, summary: dict[str, int], *, source: str) -> None:
+    """A saved plan must be what ``kqplan plan`` could have written: every op follows from
+    before -> after, every action matches them, entities are distinct and valid, values are
+    valid quotas, and the summary counts the changes. Otherwise apply would send something the
+    reviewer never saw (a "+" that deletes, a "~" that writes NaN)."""
+    seen: set[Entity] = set()
+    for change in plan.changes:
+        where = f"{source}: {change.entity.display}"
+        if change.entity in seen:
+            raise KqplanError(f"{where} appears twice in the plan")
+        seen.add(change.entity)
+        if change.entity.kind is not EntityKind.CUSTOM:  # custom types are the config's to judge
+            problem = entity_error(change.entity.parts)
+            if problem is not None:
+                raise KqplanError(f"{where}: not a valid entity: {problem}")
+        expected = {Action.CREATE: (False, True), Action.DELETE: (True, False), Action.UPDATE: (True, True)}
+        if (change.before is not None, change.after is not None) != expected[change.action]:
+            raise KqplanError(f"{where}: action {change.action.value} does not match its before/after")
+        if change.action is Action.UPDATE and not ops_between(change.before, change.after):
+            raise KqplanError(f"{where}: an update that changes nothing")
+        for key, value in (change.after or {}).items():
+            if not math.isfinite(value) or (key in QUOTA_KEYS and value_error(key, value) is not None):
+                why = value_error(key, value) if math.isfinite(value) else "NaN and infinity are not quotas"
+                raise KqplanError(f"{where}: {key}={value!r} is not a valid quota ({why})")
+        if change.ops != ops_between(change.before, change.after):
+            raise KqplanError(f"{where}: its ops are not the change from before to after",
+                              hint="the plan file was edited; make a new plan")
+    s = plan.summary
+    if {k: summary.get(k) for k in ("add", "change", "delete")} != {"add": s.add, "change": s.change,
+                                                                    "delete": s.delete}:
+        raise KqplanError(f"{source}: the summary does not count the changes it lists")
