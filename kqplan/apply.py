@@ -160,6 +160,7 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = VerifyPolicy()
     # 3. the real alter
     answered: dict[Entity, EntityResult] = {}
     lost: list[Change] = []
+    late: set[Entity] = set()  # timed out: the broker may still apply them after we look
     for i, group in enumerate(groups, 1):
         progress(f"Applying batch {i}/{len(groups)} ({len(group)} entities)")
         requests["alter"] += 1
@@ -168,6 +169,8 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = VerifyPolicy()
         except AlterOutcomeUnknown as exc:
             notes.append(f"Batch {i}: {exc.message}; its outcome was resolved by describing.")
             lost.extend(group)
+            if exc.timed_out:
+                late.update(c.entity for c in group)
             continue
         _check_complete(group, results)
         answered.update(results)
@@ -186,7 +189,9 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = VerifyPolicy()
         if _matches(now, change.after):
             status = Status.APPLIED
         elif change.entity in lost_set:
-            status = Status.NOT_APPLIED if _matches(now, change.before) else Status.UNKNOWN
+            # an alter that timed out may still land: "before" proves nothing then
+            unchanged_yet = _matches(now, change.before) and change.entity not in late
+            status = Status.NOT_APPLIED if unchanged_yet else Status.UNKNOWN
         else:
             status = Status.UNVERIFIED
         outcomes_list.append(Outcome(change, status))

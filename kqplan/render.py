@@ -257,7 +257,8 @@ def render_apply(report: ApplyReport) -> str:
         elif o.status is Status.UNVERIFIED:
             text += " (the broker accepted it, but describe did not show it before the deadline)"
         elif o.status is Status.UNKNOWN:
-            text += " (the connection was lost during the alter and describe shows neither state)"
+            text += (" (the answer to the alter was lost and describe does not show the change: it "
+                     "may still land; run `kqplan plan` to see)")
         lines.append(text)
     if hidden:
         lines.append(f"  … and {hidden} more applied (the --report file lists every entity)")

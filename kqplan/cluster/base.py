@@ -27,6 +27,11 @@ class AlterOutcomeUnknown(KqplanError):
     """An alter was sent but its answer was lost (timeout, dropped connection): it may or may
     not have been applied. Backends raise it; apply resolves it by describing."""
 
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+        """The broker did not answer in time: it may still apply the alter after we look."""
+
 
 class MatchType(IntEnum):
     """DescribeClientQuotas component match types (wire values)."""

@@ -146,7 +146,8 @@ class KafkaCluster:
                     raise
                 raise AlterOutcomeUnknown(
                     f"the answer to an alter of {len(alterations)} entities was lost "
-                    f"({exc.message}); it may or may not have been applied") from None
+                    f"({exc.message}); it may or may not have been applied",
+                    timed_out=bool(getattr(exc, "timed_out", False))) from None
         results = []
         for entry in response.entries:
             entity = _entity(entry.entity)

@@ -81,6 +81,8 @@ class ResponseLost(TransportError):
 
     maybe_processed = True
     retriable = True
+    timed_out = False
+    """No answer within request.timeout.ms: the broker may still be working on it."""
 
 
 # -- kafka-python's logging: never a secret, never noise on the user's terminal ----------------
@@ -510,11 +512,13 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
                             hint="raise receive.message.max.bytes in --command-config")
     if sent:
         timed_out = isinstance(exc, (kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError))
-        return ResponseLost(f"no answer from {where} "
+        lost = ResponseLost(f"no answer from {where} "
                             f"({'timed out' if timed_out else 'connection lost'}: {text})",
                             # a SASL listener drops a client that skips authentication
                             hint=_MISMATCH_HINT.format(config.security_protocol)
                             if first and not timed_out else None)
+        lost.timed_out = timed_out
+        return lost
     if waiting_for in (_API_VERSIONS, _SASL_HANDSHAKE) and isinstance(exc, kerrors.KafkaConnectionError):
         # Reached, then hung up on at the first request: the listener speaks something else.
         return ConnectionFailed(f"{where} closed the connection at the first request ({text})",

@@ -1,0 +1,53 @@
+"""An alter answered after request.timeout.ms may still land: it is "unknown", never "not applied"."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from kqplan.apply import Status, VerifyPolicy, apply
+from kqplan.cluster.connection import config_from_properties
+from kqplan.cluster.kafka import KafkaCluster
+from kqplan.entity import Entity
+from kqplan.ownership import Ownership
+from kqplan.plan import ClusterRef, diff
+from kqplan.sandbox import Fault, Sandbox, SandboxConfig
+from tests.helpers import run_cli, write_manifest
+
+LATE = Entity.user("late")
+
+
+def landed(box: Sandbox, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while LATE not in box.state and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return box.state.get(LATE) == {"producer_byte_rate": 1.0}
+
+
+def test_a_timed_out_alter_that_lands_after_verify_is_unknown_not_not_applied():
+    with Sandbox.start(SandboxConfig(cluster_id="c")) as box:
+        box.faults.add(Fault("alter", delay_ms=3000, times=1))  # the real alter only
+        config = config_from_properties("request.timeout.ms=500\n", bootstrap=box.bootstrap, source="t",
+                                        env={})
+        plan = diff({LATE: {"producer_byte_rate": 1.0}}, {}, Ownership(), cluster=ClusterRef("c", "x"),
+                    fingerprint=None)
+        with KafkaCluster(config) as cluster:
+            report = apply(cluster, plan, verify=VerifyPolicy(timeout_s=0.5))
+        assert [o.status for o in report.outcomes] == [Status.UNKNOWN]
+        assert landed(box)  # it did land, after kqplan looked: "not applied" would have been a lie
+
+
+def test_a_timed_out_alter_seen_by_verify_is_applied(tmp_path):
+    with Sandbox.start(SandboxConfig(cluster_id="c")) as box:
+        box.faults.add(Fault("alter", delay_ms=2000, times=1))
+        write_manifest(tmp_path / "q.yaml", "entities:\n  - user: late\n"
+                       "    quotas: {producer_byte_rate: 1}\n")
+        config = tmp_path / "client.properties"
+        config.write_text("request.timeout.ms=1000\n")
+        report = tmp_path / "report.json"
+        result = run_cli("apply", tmp_path / "q.yaml", "--bootstrap-server", box.bootstrap,
+                         "--command-config", config, "--auto-approve", "--report", report)
+        assert result.exit_code == 0, result.stdout + result.stderr
+        doc = json.loads(report.read_text())
+        assert doc["entities"][0]["status"] == "applied"
+        assert "timed out" in doc["notes"][0]
