@@ -177,13 +177,23 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = VerifyPolicy()
 
     # 4. verify with describe, polling with a bound for read-after-write lag
     to_check = [c for c in plan.changes if c.entity not in answered or answered[c.entity].ok]
-    observed = _poll(cluster, to_check, verify, requests, progress) if to_check else {}
+    observed: QuotaState | None = {}
+    if to_check:
+        try:
+            observed = _poll(cluster, to_check, verify, requests, progress)
+        except KqplanError as exc:  # the alter went out: an outcome per entity, and the report, still
+            notes.append(f"Verify failed ({exc.message}): the entities sent could not be checked.")
+            observed = None
     lost_set = {c.entity for c in lost}
     outcomes_list: list[Outcome] = []
     for change in plan.changes:
         result = answered.get(change.entity)
         if result is not None and not result.ok:
             outcomes_list.append(Outcome(change, Status.FAILED, result.error_code, result.error_message))
+            continue
+        if observed is None:  # nothing could be seen: acknowledged ones are unverified, lost unknown
+            status = Status.UNKNOWN if change.entity in lost_set else Status.UNVERIFIED
+            outcomes_list.append(Outcome(change, status))
             continue
         now = observed.get(change.entity)
         if _matches(now, change.after):

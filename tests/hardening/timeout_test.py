@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import time
 
-from kqplan.apply import Status, VerifyPolicy, apply
+from kqplan.apply import Status, VerifyPolicy, apply, report_to_json
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.entity import Entity
 from kqplan.ownership import Ownership
 from kqplan.plan import ClusterRef, diff
-from kqplan.sandbox import Fault, Sandbox, SandboxConfig
+from kqplan.sandbox import Drop, Fault, Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 LATE = Entity.user("late")
@@ -51,3 +51,17 @@ def test_a_timed_out_alter_seen_by_verify_is_applied(tmp_path):
         doc = json.loads(report.read_text())
         assert doc["entities"][0]["status"] == "applied"
         assert "timed out" in doc["notes"][0]
+
+
+def test_a_failing_verify_still_ends_with_an_outcome_per_entity():
+    with Sandbox.start(SandboxConfig(cluster_id="c")) as box:
+        config = config_from_properties("", bootstrap=box.bootstrap, source="t", env={})
+        plan = diff({LATE: {"producer_byte_rate": 1.0}}, {}, Ownership(), cluster=ClusterRef("c", "x"),
+                    fingerprint=None)
+        box.faults.add(Fault("describe", drop=Drop.BEFORE))  # every verify describe is lost
+        with KafkaCluster(config, retry_backoff_s=0.01) as cluster:
+            report = apply(cluster, plan, verify=VerifyPolicy(timeout_s=0.5))
+        assert [o.status for o in report.outcomes] == [Status.UNVERIFIED]
+        assert report.notes[-1].startswith("Verify failed (no answer from")
+        assert report_to_json(report)["entities"][0]["status"] == "unverified"
+        assert box.state[LATE] == {"producer_byte_rate": 1.0}  # the alter itself went through
