@@ -195,8 +195,45 @@ def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None
     return text, None
 
 
+MAX_DEPTH = 64
+"""Deepest nesting of YAML collections accepted: a manifest needs 5; parsers recurse per level,
+and 30 000 nested ``[`` crashed the process (a C stack overflow in pyyaml's composer)."""
+
+
+_FLOW = re.compile(r"""[\[\]{}]|'[^']*'|"(?:[^"\\]|\\.)*"|(?:^|(?<=[ \t]))#[^\n]*""", re.M)
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> int | None:
+    """Offset where collection nesting passes ``limit``, or None. Flow brackets are counted
+    outside quoted scalars and comments (closing ones need no care: depth only has to be bounded
+    above); block nesting shows as indentation or stacked ``- ``."""
+    deep = re.search(rf"^(?: {{{4 * limit},}}|(?: *- ){{{limit + 1}}})", text, re.M)
+    if deep is not None:
+        return deep.start()
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    depth = 0
+    for token in _FLOW.finditer(text):
+        ch = token.group()
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return token.start()
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
 def parse_yaml(source: SourceFile) -> tuple[Any, Diagnostic | None]:
     """Fast parse of one file; a located diagnostic when it is not one YAML mapping."""
+    deep = too_deep(source.text)
+    if deep is not None:
+        from kqplan.manifest.positions import line_col
+
+        line, col = line_col(source.text, deep)
+        return None, Diagnostic("KQP001", f"YAML nests deeper than {MAX_DEPTH} levels",
+                                Span(source.path, line, col),
+                                hint="a manifest needs only a few levels; check for unclosed brackets")
     try:
         doc: Any = yaml_rs.loads(source.text, parse_datetime=False, alias_limits=ALIAS_LIMITS)
     except yaml_rs.YAMLDecodeError as exc:
