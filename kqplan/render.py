@@ -125,6 +125,12 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
+def _text(text: str) -> str:
+    """Plain Markdown text outside code spans: GitHub would drop ``<default>`` as an unknown HTML tag
+    (and ``</details>`` in a name would end a block), and turn ``@name`` into a mention."""
+    return _md(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;"))
+
+
 MAX_COMMENT_CHARS = 60_000
 """GitHub refuses comments over 65 536 characters; the rest of the budget is headroom."""
 
@@ -153,35 +159,68 @@ def _change_block(change: Change) -> list[str]:
     return [*out, ""]
 
 
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _fit(items: list[list[str]], budget: int, more: Callable[[int], str]) -> list[str]:
+    """As many whole items (each a group of lines) as ``budget`` characters hold, in order, then
+    ``more(n)`` for the ``n`` left out."""
+    out: list[str] = []
+    for i, item in enumerate(items):
+        size = _size(item)
+        if size > budget:
+            return [*out, more(len(items) - i)]
+        budget -= size
+        out += item
+    return out
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+UNMANAGED_MARKDOWN = 50
+"""Unmanaged entities listed by name in the PR comment; the plan JSON has them all."""
+
+
 def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact: str | None = None,
                     impact: Impact | None = None) -> str:
     """A PR comment: summary and per-key table first, deletes set apart, warnings inside, details in
     collapsible blocks, cut with a count (and a pointer to ``artifact``) to stay under ``max_chars``."""
     s = plan.summary
+    everything = f"the plan artifact `{_md(artifact)}`" if artifact else "`kqplan plan --format json`"
     if not plan.has_changes:
         out = ["### kqplan: no changes", "",
-               f"{NO_CHANGES} {plan.unchanged} entities checked on {_md(_target(plan))}."]
+               f"{NO_CHANGES} {plan.unchanged} entities checked on {_text(_target(plan))}.", ""]
     else:
         out = [f"### kqplan: {s.add} to add, {s.change} to change, {s.delete} to delete", "",
-               f"On {_md(_target(plan))}; {s.unchanged} entities unchanged.", "", *_key_table(plan), ""]
+               f"On {_text(_target(plan))}; {s.unchanged} entities unchanged.", "", *_key_table(plan), ""]
     deletes = [c for c in plan.changes if c.action is Action.DELETE]
     if deletes:
         shown = ", ".join(f"`{_md(c.entity.display)}`" for c in deletes[:20])
         more = f" and {len(deletes) - 20} more" if len(deletes) > 20 else ""
-        out += ["> [!WARNING]", f"> **{len(deletes)} entit{'y' if len(deletes) == 1 else 'ies'} will be "
+        out += ["> [!WARNING]", f"> **{_plural(len(deletes), 'entity', 'entities')} will be "
                 f"deleted:** {shown}{more}", ""]
+    # Notes, blast radius and unmanaged entities each get a share of the comment, so that the
+    # details keep room and no list (thousands of lint warnings, say) can push it over the limit.
     if plan.notes:
-        out += ["> [!NOTE]", *(f"> - {_md(n)}" for n in plan.notes), ""]
+        out += ["> [!NOTE]", *_fit([[f"> - {_text(n)}"] for n in plan.notes], max_chars // 4,
+                                   lambda n: f"> - … and {_plural(n, 'more note', 'more notes')} "
+                                             f"(all of them are in {everything}, `notes`)"), ""]
     if impact is not None:
-        out += _impact_lines(impact)
+        out += _impact_lines(impact, max_chars // 6)
     if plan.unmanaged:
-        out += [f"<details><summary>{len(plan.unmanaged)} entities on the cluster are not managed by these "
-                "manifests</summary>", "", *(f"- `{_md(e.display)}`" for e, _ in plan.unmanaged[:50])]
-        if len(plan.unmanaged) > 50:
-            out.append(f"- … and {len(plan.unmanaged) - 50} more (the plan JSON lists every one)")
-        out += ["", "</details>", ""]
+        n = len(plan.unmanaged)
+        listed = _fit([[f"- `{_md(e.display)}`"] for e, _ in plan.unmanaged[:UNMANAGED_MARKDOWN]],
+                      max_chars // 8, lambda _: "")
+        if len(listed) < n:
+            listed = [*filter(None, listed), f"- … the plan JSON lists all {n} (`unmanaged`)"]
+        out += [f"<details><summary>{_plural(n, 'entity', 'entities')} on the cluster "
+                f"{'is' if n == 1 else 'are'} not managed by these manifests</summary>", "",
+                *listed, "", "</details>", ""]
     tail = ["", summary_line(s)] if plan.has_changes else []
-    budget = max_chars - sum(len(line) + 1 for line in out + tail) - 400  # room for the cut notice
+    budget = max_chars - _size(out + tail) - 400  # room for the cut notice
     groups = [(f"Deletes ({len(deletes)})", deletes),
               (f"Adds and changes ({len(plan.changes) - len(deletes)})",
                [c for c in plan.changes if c.action is not Action.DELETE])]
@@ -192,7 +231,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
         block = [f"<details><summary>{title}</summary>", ""]
         for change in changes:
             lines = _change_block(change)
-            size = sum(len(line) + 1 for line in lines)
+            size = _size(lines)
             if budget - size < 0:
                 hidden += 1
                 continue
@@ -200,25 +239,31 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
             block += lines
         out += [*block, "</details>", ""]
     if hidden:
-        where = f" in the plan artifact `{_md(artifact)}`" if artifact else " with `--format json`"
         out.append(f"**{hidden} more changes are not shown here** (comment size limit); "
-                   f"see every change{where}.")
-    return "\n".join(out + tail) + "\n"
+                   f"see every change in {everything}.")
+    return _cap("\n".join(out + tail).rstrip("\n") + "\n", max_chars)
 
 
-def _impact_lines(impact: Impact, limit: int = 50) -> list[str]:
-    """The --principals blast radius as a Markdown table."""
-    out = [f"**Blast radius:** {_md(impact.summary.line)}", ""]
+def _cap(text: str, max_chars: int) -> str:
+    """The last guard of the size limit (only very long entity names get here): cut at a line."""
+    if len(text) <= max_chars:
+        return text
+    notice = "\n**This comment was cut at the size limit**; the plan JSON has everything.\n"
+    cut = text[: max(0, max_chars - len(notice) - 40)].rsplit("\n", 1)[0]
+    unclosed = cut.count("<details>") - cut.count("</details>")
+    return cut + "\n" + "</details>\n" * max(0, unclosed) + notice
+
+
+def _impact_lines(impact: Impact, budget: int) -> list[str]:
+    """The --principals blast radius as a Markdown table: principals that lose a limit first."""
+    out = [f"**Blast radius:** {_text(impact.summary.line)}", ""]
     if not impact.principals:
         return out
-    out += ["| principal | key | before | after |", "|---|---|---|---|"]
-    for item in impact.principals[:limit]:
-        for k in item.keys:
-            out.append(f"| `{_md(item.entity.display)}` | `{k.key}` | {_md(k.before.show())} | "
-                       f"{_md(k.after.show())} |")
-    if len(impact.principals) > limit:
-        out.append(f"\n… and {len(impact.principals) - limit} more principals.")
-    return [*out, ""]
+    ordered = sorted(impact.principals, key=lambda p: not p.loses_limit)
+    rows = [[f"| `{_md(item.entity.display)}` | `{k.key}` | {_text(k.before.show())} | "
+             f"{_text(k.after.show())} |" for k in item.keys] for item in ordered]
+    table = _fit(rows, budget, lambda n: f"\n… and {_plural(n, 'more principal', 'more principals')}.")
+    return [*out, "| principal | key | before | after |", "|---|---|---|---|", *table, ""]
 
 
 def render_json(plan: Plan) -> str:

@@ -49,6 +49,70 @@ def test_a_3000_entity_plan_stays_under_the_limit_with_its_warnings_inside():
         assert text.endswith("Plan: 3001 to add, 0 to change, 30 to delete.\n")
 
 
+def test_a_30000_entity_plan_with_thousands_of_notes_and_principals_stays_under_the_limit():
+    from dataclasses import replace
+
+    plan, actual = big_plan(30_000)
+    notes = tuple(f"q.yaml:{i}:5: warning[KQP170] producer_byte_rate of {{client-id=c{i}}} never takes effect"
+                  for i in range(5000))
+    plan = replace(plan, notes=notes, unmanaged=tuple((Entity.user(f"stray{i}"), {"request_percentage": 1.0})
+                                                      for i in range(2000)))
+    principals = [Principal(f"p{i}", "app") for i in range(3000)] + [Principal("u00001", "app")]
+    impact = blast_radius(actual, apply_ops(actual, plan.changes), principals)
+    assert len(impact.principals) == 3001
+    text = render_markdown(plan, artifact="plan.json", impact=impact)
+    assert len(text) <= 60_000
+    assert text.startswith("### kqplan: 30001 to add, 0 to change, 30 to delete\n")
+    assert "> - q.yaml:0:5: warning[KQP170]" in text
+    shown = text.count("warning[KQP170]")
+    assert 100 < shown < 5000
+    assert (f"> - … and {5000 - shown} more notes (all of them are in the plan artifact `plan.json`, "
+            "`notes`)") in text
+    rows = text.count("| `{user=p")  # one changed key each; the table is cut with a count
+    assert 100 < rows < 3000
+    assert f"… and {3001 - rows} more principals." in text
+    assert "2000 entities on the cluster are not managed by these manifests" in text
+    assert "- … the plan JSON lists all 2000 (`unmanaged`)" in text
+    assert text.count("#### `-`") == 30  # deletes come first and fit
+    assert "more changes are not shown here** (comment size limit); see every change in the plan " \
+           "artifact `plan.json`." in text
+    assert text.endswith("Plan: 30001 to add, 0 to change, 30 to delete.\n")
+
+
+def test_principals_that_lose_a_limit_come_first():
+    actual = {Entity.user("b"): {"producer_byte_rate": 20.0}, Entity.user("z"): {"producer_byte_rate": 10.0}}
+    desired = {Entity.user("b"): {"producer_byte_rate": 30.0}}
+    own = Ownership.of([(True, [ScopePattern.of({"user": "z"})])])  # {user=z} is pruned: z loses its limit
+    plan = diff(desired, actual, own, cluster=ClusterRef("c", "h:1"), fingerprint=None)
+    impact = blast_radius(actual, apply_ops(actual, plan.changes), [Principal("b", "x"), Principal("z", "x")])
+    text = render_markdown(plan, impact=impact)
+    lose = "| `{user=z, client-id=x}` | `producer_byte_rate` | 10 {user=z} | unlimited |"
+    gain = "| `{user=b, client-id=x}` | `producer_byte_rate` | 20 {user=b} | 30 {user=b} |"
+    assert text.index(lose) < text.index(gain)
+
+
+def test_plain_text_cannot_open_html_or_mention_anyone():
+    plan, _ = big_plan(1)
+    from dataclasses import replace
+
+    plan = replace(plan, notes=("{user=</details><img src=x>} by @platform-team & co | x",))
+    text = render_markdown(plan)
+    assert "> - {user=&lt;/details&gt;&lt;img src=x&gt;} by &#64;platform-team &amp; co \\| x\n" in text
+    assert text.count("<details>") == text.count("</details>")
+
+
+def test_very_long_names_are_cut_at_the_limit_with_a_notice():
+    long = "x" * 5000
+    desired = {Entity.user(f"{long}{i}"): {"producer_byte_rate": 1.0} for i in range(40)}
+    actual = {Entity.user(f"{long}old{i}"): {"producer_byte_rate": 1.0} for i in range(40)}
+    own = Ownership.of([(True, [ScopePattern.of({"user": "x*"})])])
+    plan = diff(desired, actual, own, cluster=ClusterRef("c", "h:1"), fingerprint=None)
+    text = render_markdown(plan, max_chars=20_000)
+    assert len(text) <= 20_000
+    assert text.endswith("**This comment was cut at the size limit**; the plan JSON has everything.\n")
+    assert text.count("<details>") == text.count("</details>")
+
+
 def test_a_small_plan_is_shown_whole():
     plan, _ = big_plan(3)
     text = render_markdown(plan)
@@ -66,7 +130,8 @@ def test_plan_json_carries_the_default_warning_as_a_note(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert any("{user=<default>}" in n and "affects every principal" in n for n in result.json["notes"])
     md = run_cli("plan", tmp_path / "q.yaml", "--state", snapshot, "--format", "markdown")
-    assert "> - warning: the change to {user=<default>}" in md.stdout
+    # as text, not as an HTML tag GitHub would drop
+    assert "> - warning: the change to {user=&lt;default&gt;}" in md.stdout
     gh = run_cli("plan", tmp_path / "q.yaml", "--state", snapshot, "--format", "github")
     assert gh.stdout.splitlines()[0].startswith(f"::notice title=kqplan create,file={tmp_path / 'q.yaml'}")
     assert gh.stdout.endswith("::notice title=kqplan plan::Plan: 1 to add, 0 to change, 0 to delete.\n")
