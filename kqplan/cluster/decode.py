@@ -56,11 +56,19 @@ def _uvarint(b: bytes, p: int) -> tuple[int, int]:
 
 def _skip_tags(b: bytes, p: int) -> int:
     count, p = _uvarint(b, p)
+    _check_count(count, b, p)
     for _ in range(count):
         _, p = _uvarint(b, p)
         size, p = _uvarint(b, p)
         p += size
     return p
+
+
+def _check_count(count: int, b: bytes, p: int) -> None:
+    """An array count no frame could hold (every element takes at least a byte) is malformed:
+    it would make the decoder loop, or allocate, far past the data."""
+    if count < 0 or count > len(b) - p:
+        raise MalformedResponse(f"array count {count} runs past the {len(b)}-byte frame")
 
 
 def decode_describe_response(body: bytes, version: int) -> DescribeResponse:
@@ -82,25 +90,33 @@ def _decode_v0(b: bytes) -> tuple[DescribeResponse, int]:
     (error_code,) = _I16(b, p)
     (n,) = _I16(b, p + 2)
     p += 4
+    if n < -1:
+        raise MalformedResponse(f"negative string length {n}")
     message = None if n < 0 else b[p:p + n].decode()
     p += max(n, 0)
     (count,) = _I32(b, p)
     p += 4
     if count < 0:
         return DescribeResponse(error_code, message, None), p
+    _check_count(count, b, p)
     strings: dict[bytes, str] = {}
     state: dict[Entity, dict[str, float]] = {}
     for _ in range(count):
         (m,) = _I32(b, p)
         p += 4
+        _check_count(m, b, p)
         parts: list[tuple[str, str | None]] = []
         for _ in range(m):
             (n,) = _I16(b, p)
+            if n < 0:  # a negative length would move backwards: the loop would never end
+                raise MalformedResponse(f"negative string length {n}")
             raw = b[p + 2:p + 2 + n]
             p += 2 + n
             entity_type = strings.get(raw) or strings.setdefault(raw, raw.decode())
             (n,) = _I16(b, p)
             p += 2
+            if n < -1:
+                raise MalformedResponse(f"negative string length {n}")
             if n < 0:
                 parts.append((entity_type, None))
             else:
@@ -110,9 +126,12 @@ def _decode_v0(b: bytes) -> tuple[DescribeResponse, int]:
             parts.reverse()
         (k,) = _I32(b, p)
         p += 4
+        _check_count(k, b, p)
         values = {}
         for _ in range(k):
             (n,) = _I16(b, p)
+            if n < 0:
+                raise MalformedResponse(f"negative string length {n}")
             raw = b[p + 2:p + 2 + n]
             p += 2 + n
             values[strings.get(raw) or strings.setdefault(raw, raw.decode())] = _F64(b, p)[0]
@@ -133,6 +152,7 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
     count, p = _uvarint(b, p)
     if count == 0:
         return DescribeResponse(error_code, message, None), _skip_tags(b, p)
+    _check_count(count - 1, b, p)
     strings: dict[bytes, str] = {}
     state: dict[Entity, dict[str, float]] = {}
     for _ in range(count - 1):
