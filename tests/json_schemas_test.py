@@ -1,15 +1,25 @@
-"""The JSON Schemas of kqplan's machine formats hold for real outputs, produced over TCP."""
+"""The JSON Schemas of kqplan's machine formats hold for real outputs, produced over TCP, and are not
+stale: every property a schema declares shows up in those outputs (``additionalProperties: false``
+catches the other direction), and the enums are the code's."""
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
+from typing import Any
 
 import jsonschema
 import pytest
 
+from kqplan.apply import Status
+from kqplan.diagnostics import Severity
 from kqplan.entity import Entity
+from kqplan.plan import Action
 from kqplan.sandbox import Sandbox, SandboxConfig
+from kqplan.sandbox.faults import Fault
 from tests.helpers import REPO, run_cli, write_manifest
+
+NAMES = ("plan", "report", "errors")
 
 
 def schema(name: str) -> dict:
@@ -18,35 +28,118 @@ def schema(name: str) -> dict:
     return doc
 
 
-def test_plan_report_and_errors_match_their_schemas(tmp_path):
+def seen_properties(root: dict, instance: Any, seen: dict[str, set[str]]) -> None:
+    """Record, per object schema (by JSON pointer), which of its properties ``instance`` uses."""
+
+    def walk(node: dict, pointer: str, value: Any) -> None:
+        while "$ref" in node:
+            pointer = node["$ref"][1:]
+            node = root
+            for part in pointer.strip("/").split("/"):
+                node = node[part]
+        for word in ("oneOf", "anyOf"):
+            for i, branch in enumerate(node.get(word, ())):
+                if jsonschema.Draft202012Validator(branch | {"$defs": root.get("$defs", {})}).is_valid(value):
+                    walk(branch, f"{pointer}/{word}/{i}", value)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in node.get("properties", {}):
+                    seen[pointer].add(key)
+                    walk(node["properties"][key], f"{pointer}/properties/{key}", item)
+                elif isinstance(node.get("additionalProperties"), dict):
+                    walk(node["additionalProperties"], f"{pointer}/additionalProperties", item)
+        elif isinstance(value, list) and isinstance(node.get("items"), dict):
+            for item in value:
+                walk(node["items"], f"{pointer}/items", item)
+
+    walk(root, "", instance)
+
+
+def declared_properties(root: dict) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+
+    def walk(node: Any, pointer: str) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("properties"), dict):
+                found[pointer] = set(node["properties"])
+            for key, child in node.items():
+                walk(child, f"{pointer}/{key}")
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                walk(child, f"{pointer}/{i}")
+
+    walk(root, "")
+    return {p: names for p, names in found.items() if not p.endswith("/properties")}
+
+
+def real_outputs(tmp_path) -> dict[str, list[Any]]:
+    """Every machine format, from real runs: plans (stdout and --out), apply reports (a success and
+    a per-entity failure) and diagnostics (validate's list and an error object on stderr)."""
+    outputs: dict[str, list[Any]] = defaultdict(list)
     seed = {Entity.user("old"): {"producer_byte_rate": 1.0},
-            Entity.user("stray"): {"request_percentage": 1.0}}
+            Entity.user("stray"): {"request_percentage": 1.0},
+            Entity.user("b"): {"producer_byte_rate": 5.0}}
     with Sandbox.start(SandboxConfig(seed=seed, cluster_id="c")) as box:
         write_manifest(tmp_path / "q.yaml", "ownership: {prune: true, scope: [{user: 'old'}]}\nentities:\n"
-                       "  - user: a\n    metadata: {labels: {team: x}}\n"
+                       "  - user: a\n    metadata: {labels: {team: x}, description: the a team}\n"
                        "    quotas: {producer_byte_rate: 1MiB}\n"
+                       "  - user: b\n    quotas: {producer_byte_rate: 6}\n"
                        "  - user: <default>\n    quotas: {consumer_byte_rate: 1KiB}\n")
         kq = ["--bootstrap-server", box.bootstrap]
         plan = run_cli("plan", tmp_path / "q.yaml", *kq, "--format", "json", "--out", tmp_path / "p.json")
         assert plan.exit_code == 0, plan.stderr
-        jsonschema.validate(plan.json, schema("plan"))
-        jsonschema.validate(json.loads((tmp_path / "p.json").read_text()), schema("plan"))
+        outputs["plan"] += [plan.json, json.loads((tmp_path / "p.json").read_text())]
         assert plan.json["unmanaged"]
         assert plan.json["notes"]
+        assert {c["action"] for c in plan.json["changes"]} == {"create", "update", "delete"}
         applied = run_cli("apply", "--plan", tmp_path / "p.json", *kq, "--auto-approve", "--format", "json")
         assert applied.exit_code == 0, applied.stderr
-        jsonschema.validate(applied.json, schema("report"))
-    (tmp_path / "bad.yaml").write_text("apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n  - user: a\n"
-                                       "    quotas: {producer_byte_rat: 1}\n")
-    diags = run_cli("validate", tmp_path / "bad.yaml", "--format", "json")
+        outputs["report"].append(applied.json)
+
+        write_manifest(tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 2}\n")
+        box.faults.add(Fault("alter", error_code=42, error_message="no",
+                             entities=frozenset({Entity.user("a")})))
+        failed = run_cli("apply", tmp_path / "q.yaml", *kq, "--auto-approve", "--format", "json")
+        assert failed.exit_code == 1, failed.stderr
+        assert any(e["error"] for e in failed.json["entities"])
+        outputs["report"].append(failed.json)
+
+    bad = tmp_path / "bad"
+    write_manifest(bad / "bad.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rat: 1}\n")
+    write_manifest(bad / "dup.yaml", "entities:\n  - user: b\n    quotas: {producer_byte_rate: 1}\n"
+                   "  - user: b\n    quotas: {producer_byte_rate: 2}\n")
+    diags = run_cli("validate", bad, "--format", "json")
     assert diags.exit_code == 1
-    jsonschema.validate(diags.json, schema("errors"))
-    error = run_cli("plan", tmp_path / "bad.yaml", "--state", tmp_path / "none.json", "--format", "json")
+    assert any(d["related"] for d in diags.json)
+    error = run_cli("plan", bad / "bad.yaml", "--state", tmp_path / "none.json", "--format", "json")
     assert error.exit_code == 1
-    jsonschema.validate(json.loads(error.stderr), schema("errors"))
+    outputs["errors"] += [diags.json, json.loads(error.stderr)]
+    return outputs
 
 
-@pytest.mark.parametrize("name", ["manifest", "plan", "report", "errors"])
+def test_plan_report_and_errors_match_their_schemas_and_use_every_property(tmp_path):
+    outputs = real_outputs(tmp_path)
+    for name in NAMES:
+        doc = schema(name)
+        seen: dict[str, set[str]] = defaultdict(set)
+        for instance in outputs[name]:
+            jsonschema.validate(instance, doc)
+            seen_properties(doc, instance, seen)
+        unused = {p: sorted(names - seen[p]) for p, names in declared_properties(doc).items()
+                  if names - seen[p]}
+        assert not unused, f"schemas/{name}-v1.json declares properties no output has (stale?): {unused}"
+
+
+def test_the_schemas_enums_are_the_codes():
+    plan, report, errors = (schema(n) for n in NAMES)
+    assert plan["$defs"]["change"]["properties"]["action"]["enum"] == [a.value for a in Action]
+    entity = report["properties"]["entities"]["items"]["properties"]
+    assert entity["action"]["enum"] == [a.value for a in Action]
+    assert entity["status"]["enum"] == [s.value for s in Status]
+    assert errors["$defs"]["diagnostic"]["properties"]["severity"]["enum"] == [s.value for s in Severity]
+
+
+@pytest.mark.parametrize("name", ["manifest", *NAMES])
 def test_kqplan_schema_prints_the_checked_in_schemas(name):
     result = run_cli("schema", name)
     assert result.exit_code == 0
