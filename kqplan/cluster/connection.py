@@ -31,6 +31,7 @@ from kqplan.errors import KqplanError
 
 ENV_BOOTSTRAP = "KQPLAN_BOOTSTRAP_SERVER"
 ENV_COMMAND_CONFIG = "KQPLAN_COMMAND_CONFIG"
+MAX_PROPERTIES_BYTES = 1024 * 1024
 DEFAULT_RECEIVE_MAX_BYTES = 256 * 1024 * 1024
 """A describe of 100k entities is ~10 MB; this admits ~2.5M. kafka-python's own default
 (1 MB) would reject a 10k-entity cluster. The limit exists because kafka-python allocates a
@@ -437,9 +438,14 @@ def load_connection_config(bootstrap: str | None, command_config: Path | None, *
         return config_from_properties("", bootstrap=bootstrap, source="(no --command-config)",
                                       env=env)
     try:
-        data = command_config.read_bytes()
+        with command_config.open("rb") as fh:
+            # a client properties file is a few KB; /dev/zero or a mistaken path must not fill memory
+            data = fh.read(MAX_PROPERTIES_BYTES + 1)
     except OSError as exc:
         raise KqplanError(f"cannot read --command-config {command_config}: {exc.strerror}") from None
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise KqplanError(f"--command-config {command_config} is over {MAX_PROPERTIES_BYTES // 1024} KiB: "
+                          "not a client properties file", hint="give the client.properties file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

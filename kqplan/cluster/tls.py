@@ -112,7 +112,13 @@ def build_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
                 what = f"the CRL {tls.crl_file}"
                 ctx.load_verify_locations(cafile=tls.crl_file)
                 ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
-        password = tls.key_password.reveal() if tls.key_password else None
+        given = tls.key_password.reveal() if tls.key_password else None
+
+        def password() -> str:
+            # a callable, never None: without one OpenSSL prompts on the terminal for an encrypted
+            # key, which hangs a CI job. "" makes an encrypted key fail to decrypt instead.
+            return given or ""
+
         what = "the client certificate and key"
         if tls.cert_file is not None:
             ctx.load_cert_chain(tls.cert_file, tls.key_file, password)
@@ -122,7 +128,25 @@ def build_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
                 ctx.load_cert_chain(cert, key, password)
     except (ssl.SSLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc.__class__.__name__
-        hint = ("check ssl.key.password" if "DECRYPT" in str(reason).upper()
-                else "certificates and keys must be PEM")
+        if what.startswith("the client") and _encrypted_key(tls):
+            hint = ("the private key is encrypted: set ssl.key.password" if given is None else
+                    "check ssl.key.password: it does not decrypt the private key")
+        elif isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+            hint = f"check that the file exists and is readable ({exc.strerror})"
+        else:
+            hint = "certificates and keys must be PEM"
         raise KqplanError(f"cannot load {what}: {reason}", hint=hint) from None
     return ctx
+
+
+def _encrypted_key(tls: TlsSettings) -> bool:
+    """Whether the client key is an encrypted PEM (OpenSSL only says "PEM lib" either way)."""
+    text = tls.key_pem.reveal() if tls.key_pem is not None else None
+    path = tls.key_file or tls.cert_file
+    if text is None and path is not None:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(1 << 20).decode("ascii", "replace")
+        except OSError:
+            return False
+    return text is not None and ("ENCRYPTED PRIVATE KEY" in text or "Proc-Type: 4,ENCRYPTED" in text)

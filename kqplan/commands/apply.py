@@ -49,7 +49,11 @@ def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
                   f"  Only '{CONFIRM_WORD}' will be accepted to approve.\n")
     streams.print("  Enter a value: ", end="")
     streams.out.flush()
-    answer = input()
+    try:
+        answer = input()
+    except EOFError:  # Ctrl-D: no answer is not a yes
+        streams.print("")
+        return False
     return answer.strip() == CONFIRM_WORD
 
 
