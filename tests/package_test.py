@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -25,7 +26,11 @@ def test_wheel_and_sdist_build_install_and_run(tmp_path):
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     wheel = next((tmp_path / "dist").glob("kqplan-*.whl"))
     assert wheel.name == f"kqplan-{__version__}-py3-none-any.whl"  # the version comes from one place
-    assert (tmp_path / "dist" / f"kqplan-{__version__}.tar.gz").exists()
+    sdist = tmp_path / "dist" / f"kqplan-{__version__}.tar.gz"
+    with tarfile.open(sdist) as tar:
+        in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    assert {"LICENSE", "CHANGELOG.md", "README.md", "action.yml", "schemas/plan-v1.json"} <= in_sdist
+    assert not any(n.startswith((".venv/", ".git/")) for n in in_sdist)
     names = set(zipfile.ZipFile(wheel).namelist())
     assert f"kqplan-{__version__}.dist-info/licenses/LICENSE" in names
     assert {f"kqplan/schemas/{n}-v1.json" for n in ("manifest", "plan", "report", "errors")} <= names
