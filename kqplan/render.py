@@ -28,6 +28,10 @@ class Format(StrEnum):
     JSON = "json"
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def summary_line(s: Summary) -> str:
     return f"Plan: {s.add} to add, {s.change} to change, {s.delete} to delete."
 
@@ -91,7 +95,8 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     lines: list[str] = []
     unmanaged = unmanaged_lines(plan)
     if not plan.has_changes:
-        lines.append(f"{NO_CHANGES} ({plan.unchanged} entities checked on {_target(plan)})")
+        checked = _plural(plan.unchanged, "entity", "entities")
+        lines.append(f"{NO_CHANGES} ({checked} checked on {_target(plan)})")
         lines.extend(plan.notes)
         if unmanaged:
             lines += ["", *unmanaged]
@@ -176,10 +181,6 @@ def _fit(items: list[list[str]], budget: int, more: Callable[[int], str]) -> lis
     return out
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 UNMANAGED_MARKDOWN = 50
 """Unmanaged entities listed by name in the PR comment; the plan JSON has them all."""
 
@@ -192,7 +193,8 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
     everything = f"the plan artifact `{_md(artifact)}`" if artifact else "`kqplan plan --format json`"
     if not plan.has_changes:
         out = ["### kqplan: no changes", "",
-               f"{NO_CHANGES} {plan.unchanged} entities checked on {_text(_target(plan))}.", ""]
+               f"{NO_CHANGES} {_plural(plan.unchanged, 'entity', 'entities')} checked on "
+               f"{_text(_target(plan))}.", ""]
     else:
         out = [f"### kqplan: {s.add} to add, {s.change} to change, {s.delete} to delete", "",
                f"On {_text(_target(plan))}; {s.unchanged} entities unchanged.", "", *_key_table(plan), ""]

@@ -105,7 +105,7 @@ def test_no_changes():
                 __import__("kqplan.ownership").ownership.Ownership(),
                 cluster=ClusterRef("c", "snapshot:x"), fingerprint="f")
     assert render_text(plan) == ("No changes. The cluster matches the manifests. "
-                                 "(1 entities checked on cluster c (snapshot:x))\n")
+                                 "(1 entity checked on cluster c (snapshot:x))\n")
     assert render_markdown(plan).startswith("### kqplan: no changes\n")
 
 
