@@ -469,7 +469,8 @@ def resolve(
 @app.command()
 def sandbox(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.", metavar="HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0: pick a free one and print it).",
+    port: Annotated[int, typer.Option(
+        "--port", help="Port (0: pick a free one and print it).", min=0, max=65535,
         metavar="PORT")] = 9092,
     state: Annotated[Path | None, typer.Option(
         "--state", dir_okay=False,

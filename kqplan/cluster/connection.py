@@ -401,7 +401,9 @@ def config_from_properties(text: str, *, bootstrap: str | None, source: str,
                         "use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     protocol = SecurityProtocol(raw_protocol)
     if not protocol.uses_tls:
-        used = [k for k in known.TLS_MATERIAL if k in cfg.by_key]
+        # every TLS setting, not only key material: a truststore type or hostname check set for
+        # a PLAINTEXT connection would be silently ignored
+        used = [k for k in cfg.by_key if k.startswith("ssl.") or k == "enable.ssl.certificate.verification"]
         if used:
             raise cfg.error(used[0], f"is set but security.protocol is {protocol}",
                             "set security.protocol=SSL (or SASL_SSL)")

@@ -49,6 +49,9 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
                     tls_cert: Path | None, tls_key: Path | None, lag_ms: int, streams: Streams) -> int:
     if (tls_cert is None) != (tls_key is None):
         raise KqplanError("--tls-cert and --tls-key go together")
+    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if path is not None and not path.is_file():
+            raise KqplanError(f"{flag} {path}: no such file", hint="give PEM files for the TLS listener")
     # --seed wins; otherwise --state's own content (read once here, not again by the broker)
     start_from = seed if seed is not None else state if state is not None and state.exists() else None
     seeded, recorded_id = None, None

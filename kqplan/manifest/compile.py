@@ -152,7 +152,9 @@ class _Compiler:
         return raw
 
     def exact_float(self, source: SourceFile, loc: Loc, key: str, value: int) -> float:
-        as_float = float(value) if abs(value) < 2**1024 else math.inf
+        if value.bit_length() > 64:  # past any Kafka type: "too large" (and never turned into text:
+            return math.inf if value > 0 else -math.inf  # Python refuses str() of 4300+ digits)
+        as_float = float(value)
         if abs(value) > _EXACT_DOUBLE_LIMIT and Decimal(as_float) != value:
             self.report(source, Pending(
                 "KQP160", f"{key} = {value} cannot be stored exactly (Kafka keeps quotas as "
