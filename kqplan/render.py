@@ -285,8 +285,9 @@ RENDERERS: dict[Format, Callable[[Plan], str]] = {
 _SHOW_ALL_UP_TO = 1000  # past this many entities, only the ones needing attention are listed
 
 
-def render_apply(report: ApplyReport) -> str:
-    """Per-entity results, then a terraform-style closing line."""
+def render_apply(report: ApplyReport, *, color: bool = False) -> str:
+    """Per-entity results, then a terraform-style closing line; ``color``: the markers as in plans,
+    and what did not apply in red."""
     from kqplan.apply import Status
     from kqplan.cluster.base import error_name
 
@@ -298,7 +299,9 @@ def render_apply(report: ApplyReport) -> str:
         if o.status is Status.APPLIED and not show_all:
             hidden += 1
             continue
-        text = f"  {o.change.action.marker} {o.change.entity.display}: {o.status.value}"
+        marker = o.change.action.marker
+        status = o.status.value if o.ok else _paint("-", o.status.value, color)
+        text = f"  {_paint(marker, marker, color)} {o.change.entity.display}: {status}"
         if o.error_code:
             text += f": {error_name(o.error_code)}: {o.error_message or ''}".rstrip(": ")
         elif o.status is Status.UNVERIFIED:

@@ -120,3 +120,21 @@ def test_no_changes():
 ])
 def test_values_show_raw_numbers_with_units(key, value, shown):
     assert show_value(key, value) == shown
+
+
+def test_apply_report_colours_markers_and_failures(example_plan):
+    from kqplan.apply import ApplyReport, Outcome, Status
+    from kqplan.render import render_apply
+
+    first, second = example_plan.changes[:2]
+    report = ApplyReport(example_plan.cluster, (Outcome(first, Status.APPLIED),
+                                                Outcome(second, Status.FAILED, 42, "no")),
+                         preflight_failed=False, batches=1, requests={"alter": 1})
+    plain = render_apply(report)
+    assert plain == ("  + {ip=10.0.0.7}: applied\n"
+                     "  ~ {user=payments-api, client-id=batch-loader}: failed: INVALID_REQUEST: no\n"
+                     "Apply incomplete: 1 of 2 entities applied; 1 failed. Run apply again to converge.\n")
+    coloured = render_apply(report, color=True)
+    assert coloured.splitlines()[0] == "  \x1b[32m+\x1b[0m {ip=10.0.0.7}: applied"
+    assert coloured.splitlines()[1].startswith(
+        "  \x1b[33m~\x1b[0m {user=payments-api, client-id=batch-loader}: \x1b[31mfailed\x1b[0m")
