@@ -179,6 +179,25 @@ def test_the_action_plans_applies_and_checks_drift_over_sasl(tmp_path):
         assert stale.summary.rstrip().endswith("**kqplan apply failed (exit 1).**")
 
 
+def test_the_action_takes_paths_and_target_from_the_inventory(tmp_path):
+    workspace = tmp_path / "repo"
+    shutil.copytree(REPO / "examples" / "payments", workspace / "quotas")
+    (workspace / "quotas" / "kqplan.toml").unlink()
+    seed, cluster_id = read_snapshot(workspace / "quotas" / "snapshot.json")
+    with Sandbox.start(SandboxConfig(seed=seed, cluster_id=cluster_id or "")) as box:
+        (workspace / "kqplan.toml").write_text(f'[clusters.prod-eu]\nid = "{cluster_id}"\n'
+                                               f'bootstrap-server = "{box.bootstrap}"\n'
+                                               'manifests = ["quotas"]\n')
+        valid = run_step(workspace, tmp_path / "v", command="validate", cluster="prod-eu")
+        assert valid.code == 0, valid.stdout + valid.stderr
+        plan = run_step(workspace, tmp_path / "p", command="plan", cluster="prod-eu",
+                        plan_file="plan-prod.json")
+        assert plan.code == 0, plan.stderr
+        assert plan.outputs["exit-code"] == "2"
+        assert "### kqplan: 2 to add, 2 to change, 1 to delete" in plan.summary
+        assert (workspace / "plan-prod.json").exists()
+
+
 def test_a_failed_plan_still_reports_in_the_summary(tmp_path):
     workspace = tmp_path / "repo"
     workspace.mkdir()
