@@ -6,6 +6,7 @@ Renderers only read the plan. The markers and the summary line are built here on
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -126,8 +127,17 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
 
 
 def _md(text: str) -> str:
-    """Escape what would break a Markdown table cell or inline code."""
-    return text.replace("|", "\\|").replace("`", "'")
+    """Escape what would end a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def _code(text: str, *, cell: bool = False) -> str:
+    """``text`` as an inline code span, exactly: a fence longer than any run of backticks in it (a
+    name with a backtick must not show as another name), pipes escaped inside a table ``cell``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{_md(text) if cell else text}{pad}{fence}"
 
 
 def _text(text: str) -> str:
@@ -148,19 +158,20 @@ def _key_table(plan: Plan) -> list[str]:
             counts.setdefault(key, [0, 0, 0])["+~-".index(marker)] += 1
     rows = ["| quota key | add | change | delete |", "|---|---:|---:|---:|"]
     for key, (adds, updates, deletes) in sorted(counts.items()):
-        rows.append(f"| `{key}` | {adds or ''} | {updates or ''} | {f'**{deletes}**' if deletes else ''} |")
+        rows.append(f"| {_code(key, cell=True)} | {adds or ''} | {updates or ''} | "
+                    f"{f'**{deletes}**' if deletes else ''} |")
     return rows
 
 
 def _change_block(change: Change) -> list[str]:
-    head = f"#### `{change.action.marker}` `{_md(change.entity.display)}` ({change.action.value})"
+    head = f"#### `{change.action.marker}` {_code(change.entity.display)} ({change.action.value})"
     if change.origin:
-        head += f" — from `{_md(change.origin)}`"
+        head += f" — from {_code(change.origin)}"
     out = [head, "", "| | key | before | after |", "|---|---|---|---|"]
     for marker, key, old, new in _rows(change):
         before = show_value(key, old) if old is not None else ""
         after = show_value(key, new) if new is not None else ""
-        out.append(f"| `{marker}` | `{key}` | {before} | {after} |")
+        out.append(f"| `{marker}` | {_code(key, cell=True)} | {before} | {after} |")
     return [*out, ""]
 
 
@@ -190,7 +201,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
     """A PR comment: summary and per-key table first, deletes set apart, warnings inside, details in
     collapsible blocks, cut with a count (and a pointer to ``artifact``) to stay under ``max_chars``."""
     s = plan.summary
-    everything = f"the plan artifact `{_md(artifact)}`" if artifact else "`kqplan plan --format json`"
+    everything = f"the plan artifact {_code(artifact)}" if artifact else "`kqplan plan --format json`"
     if not plan.has_changes:
         out = ["### kqplan: no changes", "",
                f"{NO_CHANGES} {_plural(plan.unchanged, 'entity', 'entities')} checked on "
@@ -200,7 +211,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
                f"On {_text(_target(plan))}; {s.unchanged} entities unchanged.", "", *_key_table(plan), ""]
     deletes = [c for c in plan.changes if c.action is Action.DELETE]
     if deletes:
-        shown = ", ".join(f"`{_md(c.entity.display)}`" for c in deletes[:20])
+        shown = ", ".join(_code(c.entity.display) for c in deletes[:20])
         more = f" and {len(deletes) - 20} more" if len(deletes) > 20 else ""
         out += ["> [!WARNING]", f"> **{_plural(len(deletes), 'entity', 'entities')} will be "
                 f"deleted:** {shown}{more}", ""]
@@ -214,7 +225,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
         out += _impact_lines(impact, max_chars // 6)
     if plan.unmanaged:
         n = len(plan.unmanaged)
-        listed = _fit([[f"- `{_md(e.display)}`"] for e, _ in plan.unmanaged[:UNMANAGED_MARKDOWN]],
+        listed = _fit([[f"- {_code(e.display)}"] for e, _ in plan.unmanaged[:UNMANAGED_MARKDOWN]],
                       max_chars // 8, lambda _: "")
         if len(listed) < n:
             listed = [*filter(None, listed), f"- … the plan JSON lists all {n} (`unmanaged`)"]
@@ -262,8 +273,8 @@ def _impact_lines(impact: Impact, budget: int) -> list[str]:
     if not impact.principals:
         return out
     ordered = sorted(impact.principals, key=lambda p: not p.loses_limit)
-    rows = [[f"| `{_md(item.entity.display)}` | `{k.key}` | {_text(k.before.show())} | "
-             f"{_text(k.after.show())} |" for k in item.keys] for item in ordered]
+    rows = [[f"| {_code(item.entity.display, cell=True)} | {_code(k.key, cell=True)} | "
+             f"{_text(k.before.show())} | {_text(k.after.show())} |" for k in item.keys] for item in ordered]
     table = _fit(rows, budget, lambda n: f"\n… and {_plural(n, 'more principal', 'more principals')}.")
     return [*out, "| principal | key | before | after |", "|---|---|---|---|", *table, ""]
 

@@ -101,6 +101,17 @@ def test_plain_text_cannot_open_html_or_mention_anyone():
     assert text.count("<details>") == text.count("</details>")
 
 
+def test_names_with_backticks_and_pipes_are_shown_exactly():
+    names = ["a`b", "a'b", "``x", "p|q"]
+    plan = diff({Entity.user(n): {"producer_byte_rate": 1.0} for n in names}, {}, Ownership(),
+                cluster=ClusterRef("c", "h:1"), fingerprint=None)
+    text = render_markdown(plan)
+    assert "#### `+` `` {user=a`b} `` (create)" in text
+    assert "#### `+` `{user=a'b}` (create)" in text  # another name, and it looks different
+    assert "#### `+` ``` {user=``x} ``` (create)" in text
+    assert "#### `+` `{user=p|q}` (create)" in text  # no table here: no escape
+
+
 def test_very_long_names_are_cut_at_the_limit_with_a_notice():
     long = "x" * 5000
     desired = {Entity.user(f"{long}{i}"): {"producer_byte_rate": 1.0} for i in range(40)}
