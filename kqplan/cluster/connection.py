@@ -32,6 +32,7 @@ from kqplan.errors import KqplanError
 ENV_BOOTSTRAP = "KQPLAN_BOOTSTRAP_SERVER"
 ENV_COMMAND_CONFIG = "KQPLAN_COMMAND_CONFIG"
 MAX_PROPERTIES_BYTES = 1024 * 1024
+MAX_CLIENT_ID_BYTES = 32_767  # the request header's int16-length string
 DEFAULT_RECEIVE_MAX_BYTES = 256 * 1024 * 1024
 """A describe of 100k entities is ~10 MB; this admits ~2.5M. kafka-python's own default
 (1 MB) would reject a 10k-entity cluster. The limit exists because kafka-python allocates a
@@ -408,10 +409,14 @@ def config_from_properties(text: str, *, bootstrap: str | None, source: str,
             raise cfg.error(used[0], f"is set but security.protocol is {protocol}",
                             "set security.protocol=SSL (or SASL_SSL)")
     request_timeout = cfg.integer("request.timeout.ms", 0) or cfg.integer("socket.timeout.ms", 30_000)
+    client_id = cfg.get("client.id")
+    if client_id is not None and len(client_id.encode()) > MAX_CLIENT_ID_BYTES:
+        raise cfg.error("client.id", f"is {len(client_id.encode())} bytes; Kafka's request header "
+                        f"holds at most {MAX_CLIENT_ID_BYTES}", "use a short client id")
     return ConnectionConfig(
         bootstrap=bootstrap, security_protocol=protocol,
         tls=_tls_settings(cfg) if protocol.uses_tls else None,
-        client_id=cfg.get("client.id") or "kqplan", request_timeout_ms=request_timeout,
+        client_id=client_id or "kqplan", request_timeout_ms=request_timeout,
         connect_timeout_ms=cfg.integer("socket.connection.setup.timeout.ms", 10_000),
         receive_message_max_bytes=cfg.integer("receive.message.max.bytes",
                                               DEFAULT_RECEIVE_MAX_BYTES),

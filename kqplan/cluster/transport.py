@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import ssl
 import time
 import urllib.error
@@ -507,9 +508,13 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
         return ConnectionFailed(f"TLS handshake with {where} failed: {context.reason or text}",
                                 hint="check security.protocol: is this listener TLS (SSL, SASL_SSL)?")
     if isinstance(exc, kerrors.InvalidReceiveError):
-        return ResponseLost(f"the answer from {where} is larger than receive.message.max.bytes "
-                            f"({config.receive_message_max_bytes}): {text}",
-                            hint="raise receive.message.max.bytes in --command-config")
+        size = re.search(r"(-?\d+)\s*$", text)
+        if size is not None and int(size.group(1)) > config.receive_message_max_bytes:
+            return ResponseLost(f"the answer from {where} is larger than receive.message.max.bytes "
+                                f"({config.receive_message_max_bytes}): {text}",
+                                hint="raise receive.message.max.bytes in --command-config")
+        return ResponseLost(f"{where} sent a malformed frame ({text}): not a Kafka answer",
+                            hint="check that --bootstrap-server is a Kafka broker listener")
     if sent:
         timed_out = isinstance(exc, (kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError))
         lost = ResponseLost(f"no answer from {where} "

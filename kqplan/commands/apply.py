@@ -103,12 +103,12 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
             streams.print("Apply cancelled.")
             return ExitCode.ERROR
         result = apply(cluster, plan, progress=progress)
-    _finish(result, report, as_json, streams)
+    _finish(result, report, as_json, streams, color=color)
     return ExitCode.OK if result.ok else ExitCode.ERROR
 
 
 def _finish(result: ApplyReport, report: Path | None, as_json: bool, streams: Streams, *,
-            quiet: bool = False) -> None:
+            quiet: bool = False, color: bool = False) -> None:
     """The report file (always, even with nothing to do: an old one must not stand), and stdout."""
     document = json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n"
     if report is not None:
@@ -116,7 +116,7 @@ def _finish(result: ApplyReport, report: Path | None, as_json: bool, streams: St
     if as_json:
         streams.print(document, end="")
     elif not quiet:
-        streams.print(render_apply(result), end="")
+        streams.print(render_apply(result, color=color), end="")
 
 
 def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:
