@@ -226,8 +226,10 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if text_like and warnings:
         streams.warn(render_text(warnings))
     saved = replace(result, notes=_notes(result, warnings))
+    encoded: str | None = None
     if out is not None and refused is None:  # a plan apply would refuse is not saved
-        write_atomically(out, dumps_plan(saved))
+        encoded = dumps_plan(saved)
+        write_atomically(out, encoded)
     if fmt is Format.TEXT:
         from kqplan.render import render_text as render_plan_text
 
@@ -241,6 +243,8 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
 
         streams.print(render_markdown(saved, max_chars=markdown_limit, impact=_impact(result, actual, who),
                                       artifact=str(out) if out is not None else None), end="")
+    elif fmt is Format.JSON and encoded is not None:
+        streams.print(encoded, end="")  # the same bytes as the file: encoded once
     else:
         streams.print(RENDERERS[fmt](saved), end="")
     if text_like:
