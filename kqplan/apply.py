@@ -34,6 +34,7 @@ class Status(StrEnum):
     NOT_APPLIED = "not applied"  # outcome lost in transit; describe shows the old state
     UNKNOWN = "unknown"  # outcome lost; describe shows neither state
     SKIPPED = "skipped"  # pre-flight failed for the batch: nothing was sent for real
+    STORED_DIFFERENTLY = "stored differently"  # the broker keeps another value (ZooKeeper truncates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ class Outcome:
     status: Status
     error_code: int = 0
     error_message: str | None = None
+    stored: Quotas | None = None
+    """What describe showed, when the cluster holds something else than asked."""
 
     @property
     def ok(self) -> bool:
@@ -198,6 +201,9 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = VerifyPolicy()
         now = observed.get(change.entity)
         if _matches(now, change.after):
             status = Status.APPLIED
+        elif _stored_differently(now, change):
+            outcomes_list.append(Outcome(change, Status.STORED_DIFFERENTLY, stored=now))
+            continue
         elif change.entity in lost_set:
             # an alter that timed out may still land: "before" proves nothing then
             unchanged_yet = _matches(now, change.before) and change.entity not in late
@@ -217,16 +223,25 @@ def _check_complete(group: Sequence[Change], results: Mapping[Entity, EntityResu
                           hint="run `kqplan plan` to see the cluster's state")
 
 
+def _stored_differently(now: Quotas | None, change: Change) -> bool:
+    """The entity moved away from ``before``, has the keys asked, but other values: the broker
+    stored something else (a ZooKeeper-mode broker truncates 1235.0000001 to 1235)."""
+    return (now is not None and change.after is not None and not _matches(now, change.before)
+            and now.keys() == change.after.keys())
+
+
 def _poll(cluster: Cluster, changes: Sequence[Change], policy: VerifyPolicy,
           requests: dict[str, int], progress: Progress) -> QuotaState:
-    """Describe until every change shows, or the deadline passes; the last state seen."""
+    """Describe until every change shows (or shows as stored differently: waiting would not change
+    it), or the deadline passes; the last state seen."""
     deadline = time.monotonic() + policy.timeout_s
     delay = policy.first_delay_s
     while True:
         progress("Verifying")
         requests["describe"] += 1
         state = cluster.describe()
-        if all(_matches(state.get(c.entity), c.after) for c in changes):
+        if all(_matches(state.get(c.entity), c.after) or _stored_differently(state.get(c.entity), c)
+               for c in changes):
             return state
         if time.monotonic() + delay > deadline:
             return state
@@ -254,7 +269,9 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
                 "status": o.status.value,
                 "error": None if not o.error_code else {
                     "code": o.error_code, "name": error_name(o.error_code), "message": o.error_message},
-                "after": dict(o.change.after) if o.change.after is not None else None,
+                # what the cluster holds: the stored values when they differ from those asked
+                "after": dict(o.stored) if o.stored is not None else
+                dict(o.change.after) if o.change.after is not None else None,
             }
             for o in report.outcomes
         ],

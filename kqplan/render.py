@@ -11,7 +11,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from kqplan.plan import Action, Change, Plan, Summary
+from kqplan.plan import Action, Change, Plan, Summary, same_value
 from kqplan.planfile import dumps_plan
 from kqplan.quotas import QUOTA_KEYS
 from kqplan.units import format_bytes, format_number
@@ -320,6 +320,11 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
         elif o.status is Status.UNKNOWN:
             text += (" (the answer to the alter was lost and describe does not show the change: it "
                      "may still land; run `kqplan plan` to see)")
+        elif o.status is Status.STORED_DIFFERENTLY and o.stored is not None:
+            asked = o.change.after or {}
+            text += ": " + ", ".join(f"{k}={format_number(o.stored[k])} (asked {format_number(asked[k])})"
+                                     for k in sorted(asked) if k in o.stored
+                                     and not same_value(o.stored[k], asked[k]))
         lines.append(text)
     if hidden:
         lines.append(f"  … and {hidden} more applied (the --report file lists every entity)")
@@ -336,6 +341,8 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
         applied = report.count(Status.APPLIED)
         problems = ", ".join(f"{report.count(s)} {s.value}" for s in Status
                              if s is not Status.APPLIED and report.count(s))
-        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. "
-                     "Run apply again to converge.")
+        advice = ("Run apply again to converge." if not report.count(Status.STORED_DIFFERENTLY) else
+                  "Re-running cannot converge where the cluster stores values differently: change the "
+                  "manifest to what it keeps (ZooKeeper-mode brokers truncate whole-number keys).")
+        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. {advice}")
     return "\n".join(lines) + "\n"
