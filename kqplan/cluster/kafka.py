@@ -177,12 +177,19 @@ class KafkaCluster:
     def _retrying(self, call: Callable[[], T], what: str,
                   check: Callable[[T], KqplanError | None] | None = None) -> T:
         """``call()`` until it works, at most ``attempts`` times, on transient failures only."""
+        started = time.monotonic()
         for attempt in range(1, self.attempts + 1):
             last = attempt == self.attempts
             try:
                 result = call()
             except TransportError as exc:
-                if not exc.retriable or last:
+                if not exc.retriable:
+                    raise
+                if last:
+                    # say what was really waited: each attempt has its own request timeout
+                    exc.message = (f"{exc.message}; gave up after {attempt} attempts "
+                                   f"({time.monotonic() - started:.1f} s in all)")
+                    exc.args = (exc.message,)
                     raise
                 log.debug("%s: attempt %d failed (%s); retrying", what, attempt, exc.message)
             else:

@@ -9,6 +9,7 @@ from kqplan.apply import Status, VerifyPolicy, apply, report_to_json
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.entity import Entity
+from kqplan.errors import KqplanError
 from kqplan.ownership import Ownership
 from kqplan.plan import ClusterRef, diff
 from kqplan.sandbox import Drop, Fault, Sandbox, SandboxConfig
@@ -65,3 +66,17 @@ def test_a_failing_verify_still_ends_with_an_outcome_per_entity():
         assert report.notes[-1].startswith("Verify failed (no answer from")
         assert report_to_json(report)["entities"][0]["status"] == "unverified"
         assert box.state[LATE] == {"producer_byte_rate": 1.0}  # the alter itself went through
+
+
+def test_a_retried_request_says_how_long_it_really_waited():
+    # the sandbox drops every describe: each attempt waits, and the message says how long in all
+    with Sandbox.start(SandboxConfig(cluster_id="c")) as box:
+        box.faults.add(Fault("describe", drop=Drop.BEFORE))
+        config = config_from_properties("", bootstrap=box.bootstrap, source="t", env={})
+        with KafkaCluster(config, retry_backoff_s=0.01) as cluster:
+            try:
+                cluster.describe()
+            except KqplanError as exc:
+                message = exc.message
+        assert "gave up after 3 attempts (" in message
+        assert message.endswith(" s in all)")
