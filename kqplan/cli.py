@@ -557,11 +557,8 @@ def fmt(
 def import_(
     directory: Annotated[Path, typer.Argument(help="The manifests directory to write into.",
                                               metavar="DIR", file_okay=False)],
-    names: Annotated[str | None, typer.Option(
-        "--names", help="The entity: TYPE=NAME,... (e.g. user=mallory).", metavar="TYPE=NAME,...")] = None,
-    defaults: Annotated[str | None, typer.Option(
-        "--defaults", help="Entity types whose default entity is meant, e.g. user.",
-            metavar="TYPE,...")] = None,
+    names: NamesOpt = None,
+    defaults: DefaultsOpt = None,
     all_unmanaged: Annotated[bool, typer.Option(
         "--all-unmanaged", help="Every cluster entity no manifest lists and no scope covers.")] = False,
     split_by: Annotated[str, typer.Option(
