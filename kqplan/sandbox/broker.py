@@ -14,6 +14,7 @@ import json
 import signal
 import ssl
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -282,6 +283,9 @@ class Sandbox:
             # Stopping: end the handler normally. A cancelled handler task makes Python 3.11's
             # StreamReaderProtocol callback print a CancelledError traceback on stderr.
             pass
+        except Exception as exc:  # a request no decoder could read: what Kafka does is hang up
+            sys.stderr.write(f"kqplan sandbox: closed connection {conn.id} from "
+                             f"{_peer(writer)}: malformed request ({type(exc).__name__})\n")
         finally:
             writer.close()
 
@@ -436,6 +440,11 @@ class Sandbox:
         if self._log_file is not None:
             self._log_file.write(json.dumps(record.to_json()) + "\n")
             self._log_file.flush()
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
 
 
 class _AnswerThenClose(Exception):
