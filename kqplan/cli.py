@@ -581,10 +581,11 @@ def import_(
         project = _config([directory])
         wanted = [entity_from_flags(names, defaults, custom=project.custom_entity_types)] \
             if names or defaults else []
-        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
-            _cluster(cluster, project))
+        entry = _cluster(cluster, project)
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(entry)
         return import_command(directory, wanted, target, project, all_unmanaged=all_unmanaged,
-                              split_by=_choice(SplitBy, split_by, "--split-by"), streams=_streams())
+                              split_by=_choice(SplitBy, split_by, "--split-by"), streams=_streams(),
+                              layers=entry.manifests if entry is not None else ())
 
     return run(body)
 

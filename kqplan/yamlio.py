@@ -5,6 +5,7 @@ quote and flow mapping of the rest. Used by ``import``; manifests are still *rea
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,28 @@ def quotas_map(quotas: dict[str, float], *, flow: bool = True) -> CommentedMap:
     return mapping
 
 
-def entity_entry(entity: Entity, quotas: dict[str, float]) -> CommentedMap:
+def entity_entry(entity: Entity, quotas: dict[str, float], *, override: bool = False,
+                 removed: Iterable[str] = ()) -> CommentedMap:
+    """A new ``entities:`` item; ``override`` (with ``removed`` keys as null) for a later layer."""
     entry = CommentedMap((t, escape_name(n)) for t, n in entity.parts)
+    if override:
+        entry["override"] = True
     entry["quotas"] = quotas_map(quotas)
+    for key in sorted(removed):
+        entry["quotas"][key] = None
     return entry
 
 
-def set_quotas(entry: CommentedMap, quotas: dict[str, float]) -> list[str]:
+def new_document(path: Path, cluster_id: str | None) -> tuple[Any, YAML]:
+    """An empty manifest (as export writes it) as a round-trip tree, for a file that does not exist."""
+    from kqplan.export import export
+
+    files, _ = export({}, cluster_id)
+    yaml = _yaml(4, 2)
+    return yaml.load(files[0].text), yaml
+
+
+def set_quotas(entry: CommentedMap, quotas: dict[str, float], *, removed: Iterable[str] = ()) -> list[str]:
     """Make ``entry`` ask for exactly ``quotas``: keys updated in place (their comments kept),
     missing ones added, extra ones removed; returns notes on what could not stay as written."""
     notes = []
@@ -82,11 +98,13 @@ def set_quotas(entry: CommentedMap, quotas: dict[str, float]) -> list[str]:
     if not isinstance(current, CommentedMap):
         entry["quotas"] = quotas_map(quotas)
         return notes
-    for key in [k for k in current if k not in quotas]:
-        del current[key]
+    for key in [k for k in current if k not in quotas and current[k] is not None]:
+        del current[key]  # (a null stays: in an override it removes an earlier layer's key)
     for key, value in sorted(quotas.items()):
         if number_of(current.get(key)) != value:  # an equal value keeps the author's spelling
             current[key] = scalar(key, value)
+    for key in sorted(removed):  # an override removes what an earlier layer sets: key: null
+        current[key] = None
     return notes
 
 

@@ -223,3 +223,44 @@ def test_inventory_and_unmanaged_drift_on_live_targets(live, tmp_path):  # noqa:
         assert cli(tmp_path, "plan", "--cluster", "live", "--fail-on-unmanaged").exit_code == 1
     finally:
         live.remove_all(mine(p))
+
+
+def test_the_apply_hint_after_plan_out_works_as_printed(fleet):
+    root, boxes = fleet
+    plan_file = root / "prod.json"
+    planned = cli(root, "plan", "--cluster", "prod", "--out", plan_file)
+    assert planned.exit_code == 0, planned.stderr
+    hint = planned.stdout.strip().splitlines()[-1]
+    command = hint.split("Apply exactly these changes with: ", 1)[1]
+    assert command == f"kqplan --config {root / 'kqplan.toml'} apply --plan {plan_file} --cluster prod"
+    applied = run_cli(*command.split()[1:], "--auto-approve")
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    assert boxes["prod"].state[Entity.user("payments-api")] == {"producer_byte_rate": 5 * 2**20}
+
+
+def test_import_keeps_an_entrys_metadata(fleet):
+    root, _boxes = fleet
+    assert cli(root, "apply", "--cluster", "prod", "--auto-approve").exit_code == 0
+    overlay = root / "overlays" / "prod" / "quotas.yaml"
+    before = overlay.read_text()
+    assert cli(root, "alter", "--cluster", "prod", "--names", "user=payments-api",
+               "--add", "producer_byte_rate=6MiB").exit_code == 0
+    imported = cli(root, "import", root / "overlays" / "prod", "--cluster", "prod", "--names",
+                   "user=payments-api")
+    assert imported.exit_code == 0, imported.stderr
+    assert overlay.read_text() == before.replace("producer_byte_rate: 5MiB", "producer_byte_rate: 6MiB")
+    assert "metadata: {labels: {team: payments}}" in overlay.read_text()
+
+
+def test_import_into_an_overlay_overrides_the_base_layer(fleet):
+    root, _boxes = fleet
+    assert cli(root, "apply", "--cluster", "prod", "--auto-approve").exit_code == 0
+    base = (root / "base" / "quotas.yaml").read_text()
+    assert cli(root, "alter", "--cluster", "prod", "--names", "user=ledger",
+               "--add", "consumer_byte_rate=1MiB").exit_code == 0
+    imported = cli(root, "import", root / "overlays" / "prod", "--cluster", "prod", "--names", "user=ledger")
+    assert imported.exit_code == 0, imported.stderr
+    assert "(override)" in imported.stdout
+    assert (root / "base" / "quotas.yaml").read_text() == base  # the shared layer is untouched
+    assert cli(root, "plan", "--cluster", "prod").stdout.startswith("No changes.")
+    assert cli(root, "plan", "--cluster", "staging", "--format", "json").json["changes"] != []

@@ -32,9 +32,12 @@ def unmanaged(desired: DesiredState, actual: QuotaState) -> list[Entity]:
 
 
 def import_command(directory: Path, wanted: Sequence[Entity], target: Target, config: ProjectConfig, *,
-                   all_unmanaged: bool, split_by: SplitBy, streams: Streams) -> int:
+                   all_unmanaged: bool, split_by: SplitBy, streams: Streams,
+                   layers: Sequence[Path] = ()) -> int:
+    """``layers``: the manifest layers ``directory`` belongs to (an inventory cluster's); an entity
+    listed only in another layer gets an ``override: true`` entry in ``directory``."""
     from kqplan.commands.plan import load_checked
-    from kqplan.yamlio import dump_rt, entity_entry, load_rt, set_quotas
+    from kqplan.yamlio import dump_rt, entity_entry, load_rt, new_document, set_quotas
 
     if bool(wanted) == all_unmanaged:
         raise KqplanError("give --names/--defaults (one entity) or --all-unmanaged",
@@ -42,7 +45,9 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
     if not directory.is_dir():
         raise KqplanError(f"{directory} is not a directory of manifests",
                           hint="import writes into the manifests directory (export --out DIR makes one)")
-    desired = load_checked([directory], config, streams)
+    inside = directory.resolve()
+    desired = load_checked(layers if inside in [p.resolve() for p in layers] else [directory], config,
+                           streams)
     with open_cluster(target) as cluster:
         ident = cluster.identity()
         actual = cluster.describe()
@@ -60,20 +65,29 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
     for entity in entities:
         quotas = dict(actual[entity])
         origin = desired.origins.get(entity)
-        if origin is not None:
+        listed_here = origin is not None and (inside == Path(origin.source.path).resolve().parent
+                                              or inside in Path(origin.source.path).resolve().parents)
+        if origin is not None and listed_here:
             path = Path(origin.source.path)
             doc, yaml = edits.get(path) or edits.setdefault(path, load_rt(path))
             entry = doc["entities"][origin.loc[1]]
-            notes = set_quotas(entry, quotas)
+            removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if entry.get("override") else ()
+            notes = set_quotas(entry, quotas, removed=removed)
             report.append(f"  ~ {entity.display} updated in {path}" + "".join(f"; {n}" for n in notes))
             continue
+        override = origin is not None  # listed in another layer: override it here
+        removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if override else ()
         path = directory / split_file(entity, split_by)
         if path.exists() or path in edits:
             doc, yaml = edits.get(path) or edits.setdefault(path, load_rt(path))
             if doc.get("entities") is None:
                 doc["entities"] = []
-            doc["entities"].append(entity_entry(entity, quotas))
-            report.append(f"  + {entity.display} added to {path}")
+            doc["entities"].append(entity_entry(entity, quotas, override=override, removed=removed))
+            report.append(f"  + {entity.display} added to {path}" + (" (override)" if override else ""))
+        elif override:
+            doc, yaml = edits.setdefault(path, new_document(path, ident.cluster_id))
+            doc["entities"].append(entity_entry(entity, quotas, override=True, removed=removed))
+            report.append(f"  + {entity.display} added to {path} (new file, override)")
         else:
             created.setdefault(path, []).append(entity)
             report.append(f"  + {entity.display} added to {path} (new file)")

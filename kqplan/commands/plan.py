@@ -215,6 +215,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         from kqplan.principals import read_principals
 
         who = read_principals(principals)
+    given = target
     target = target.or_cluster(cluster)
     with open_cluster(target) as live, streams.progress() as progress:
         progress("Describing the cluster")
@@ -252,7 +253,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if refused is not None:
         raise refused
     if out is not None and text_like:
-        streams.print("\n" + apply_hint(out, target, cluster, config_flag))
+        streams.print("\n" + apply_hint(out, given, cluster, config_flag))
     problem = unmanaged_problem(result, config, guardrails)
     if problem is not None:
         raise problem
