@@ -253,7 +253,8 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
     """The ``--report`` file."""
     return {
         "format_version": 1,
-        "cluster": {"id": report.cluster.id, "bootstrap": report.cluster.address},
+        "cluster": {"id": report.cluster.id, "bootstrap": report.cluster.address,
+                    "version": report.cluster.version, "mode": report.cluster.mode},
         "ok": report.ok,
         "preflight_failed": report.preflight_failed,
         "summary": {s.value.replace(" ", "_"): report.count(s) for s in Status}

@@ -95,6 +95,11 @@ class ClusterIdentity:
     cluster_id: str | None
     address: str
     """Where it was reached: ``host:port``, ``snapshot:PATH`` or ``sandbox:host:port``."""
+    version: str | None = None
+    """The Kafka release range the broker's ApiVersions answer proves, e.g. ``>=3.9``."""
+    mode: str | None = None
+    """``kraft`` or ``zookeeper``: ZooKeeper-mode brokers advertise the inter-broker APIs
+    (LeaderAndIsr) on their client listeners, KRaft brokers do not."""
 
 
 class Cluster(Protocol):

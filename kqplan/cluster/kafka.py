@@ -90,7 +90,8 @@ class KafkaCluster:
     def identity(self) -> ClusterIdentity:
         if self._identity is None:
             cluster_id = self._retrying(self.transport.cluster_id, "read the cluster id")
-            self._identity = ClusterIdentity(cluster_id, self.config.bootstrap)
+            version, mode = self.transport.broker_kind()
+            self._identity = ClusterIdentity(cluster_id, self.config.bootstrap, version, mode)
         return self._identity
 
     def describe(self, flt: DescribeFilter = ALL) -> QuotaState:

@@ -341,6 +341,19 @@ class KafkaTransport:
         """
         return self.send(_bytes_variant(request_class)(**fields), timeout_ms=timeout_ms)  # type: ignore[no-any-return]
 
+    def broker_kind(self) -> tuple[str | None, str | None]:
+        """(version range, metadata mode) from the ApiVersions answer the connection already had:
+        no extra round trip. The version is a lower bound (``>=3.9``): the newest release whose
+        API set the broker advertises; a release kafka-python does not know yet reads as its newest."""
+        conn = self._run(self._connection)
+        data = getattr(conn, "broker_version_data", None)
+        if data is None:
+            return None, None
+        found = getattr(data, "broker_version", None)
+        version = ">=" + ".".join(map(str, found[:2])) if isinstance(found, tuple) and found else None
+        mode = "zookeeper" if _LEADER_AND_ISR in data.api_versions else "kraft"
+        return version, mode
+
     def cluster_id(self) -> str | None:
         """The cluster id from Metadata (v2+), or None when the broker does not report one."""
         # topics=[] asks for no topic metadata; Metadata v0 would read it as "all topics" and
@@ -419,6 +432,7 @@ class KafkaTransport:
 
 
 _API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36
+_LEADER_AND_ISR = 4  # advertised by ZooKeeper-mode brokers only (listeners: zkBroker)
 
 
 def _waiting_for(conn: Any) -> int | None:

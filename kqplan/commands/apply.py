@@ -86,7 +86,7 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
             ident = cluster.identity()
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
             check_stale(plan, cluster.describe(), ident.cluster_id)
-            plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address))
+            plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode))
         # the guardrails again, saved plans included: a plan may have been made with looser flags
         refused = guardrail_problem(plan, desired, config, guardrails)
         if refused is not None:

@@ -108,8 +108,7 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     check_guard(desired, ident.cluster_id, ident.address, config)
     if actual is None:
         actual = cluster.describe()
-    ref = ClusterRef(ident.cluster_id, ident.address, getattr(ident, "version", None),
-                     getattr(ident, "mode", None))
+    ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode)
     result = diff(desired.quotas, actual, desired.ownership, cluster=ref,
                   fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
                   origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
