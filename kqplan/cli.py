@@ -200,7 +200,7 @@ def validate(
     config: ConfigOpt = None,
 ) -> int:
     """Check manifests offline; report every problem with file:line:column."""
-    from kqplan.commands.plan import manifest_paths
+    from kqplan.commands.plan import declared_profile, manifest_paths
     from kqplan.commands.validate import DiagnosticFormat
     from kqplan.commands.validate import validate as command
 
@@ -209,9 +209,10 @@ def validate(
     def body() -> int:
         given = paths or []
         project = _config(given)
-        return command(manifest_paths(given, _cluster(cluster, project)), project,
+        entry = _cluster(cluster, project)
+        return command(manifest_paths(given, entry), project,
                        fmt=_choice(DiagnosticFormat, fmt, "--format"), strict=strict, streams=_streams(),
-                       related=related)
+                       related=related, profile=declared_profile(entry))
 
     return run(body, json_errors=fmt == "json")
 

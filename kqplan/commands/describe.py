@@ -10,7 +10,7 @@ from typing import Any
 from kqplan.cluster.base import Alteration, DescribeFilter, FilterComponent, MatchType, Op, error_name
 from kqplan.config import ProjectConfig
 from kqplan.console import Streams
-from kqplan.diagnostics import DiagnosticsError, Span
+from kqplan.diagnostics import Diagnostic, DiagnosticsError, Span
 from kqplan.entity import Entity, escape_name
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.export import export
@@ -19,6 +19,7 @@ from kqplan.quotas import QUOTA_KEYS
 from kqplan.state import Quotas, QuotaState
 from kqplan.target import Target, open_cluster
 from kqplan.units import UnitError, format_number, parse_bytes
+from kqplan.versions import ClusterProfile
 
 
 class DescribeFormat(StrEnum):
@@ -120,6 +121,16 @@ def check_offline(entity: Entity, ops: tuple[Op, ...], config: ProjectConfig) ->
         raise DiagnosticsError([replace(d, span=Span("--add", 0, 0), related=()) for d in found.errors])
 
 
+def _check_target(entity: Entity, ops: tuple[Op, ...], profile: ClusterProfile) -> None:
+    """What the target's Kafka version or mode refuses or would store differently (KQP145)."""
+    from kqplan.versions import UNSUPPORTED, entity_problem, value_problem
+
+    problem = entity_problem(entity, profile) or next(
+        (p for op in ops if op.value is not None and (p := value_problem(op.key, op.value, profile))), None)
+    if problem is not None:
+        raise DiagnosticsError([Diagnostic(UNSUPPORTED, f"{entity.display}: {problem}", Span("--add", 0, 0))])
+
+
 def _exact(entity: Entity) -> DescribeFilter:
     return DescribeFilter(tuple(FilterComponent(t, MatchType.EXACT if n is not None else MatchType.DEFAULT, n)
                                 for t, n in entity.parts), strict=True)
@@ -150,6 +161,8 @@ def alter_command(target: Target, entity: Entity, ops: tuple[Op, ...], *, valida
     """Check offline, alter one entity, and show its quotas before → after (or the broker's error)."""
     check_offline(entity, ops, config or ProjectConfig())
     with open_cluster(target) as cluster:
+        ident = cluster.identity()
+        _check_target(entity, ops, ClusterProfile.of(ident.version, ident.mode))
         before = cluster.describe(_exact(entity)).get(entity)
         results = cluster.alter([Alteration(entity, ops)], validate_only=validate_only)
         if not results:

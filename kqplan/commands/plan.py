@@ -20,6 +20,8 @@ from kqplan.planfile import dumps_plan
 from kqplan.render import MAX_COMMENT_CHARS, RENDERERS, Format
 from kqplan.state import QuotaState, fingerprint, write_atomically
 from kqplan.target import Target, open_cluster
+from kqplan.versions import ClusterProfile
+from kqplan.versions import diagnostics as version_diagnostics
 
 if TYPE_CHECKING:
     from kqplan.impact import Impact
@@ -89,6 +91,18 @@ def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
                           "under [clusters] in kqplan.toml")
 
 
+def check_versions(desired: DesiredState, profile: ClusterProfile) -> None:
+    """Refuse what the target's version or mode would refuse or store differently (KQP145)."""
+    found = version_diagnostics(desired, profile)
+    if found:
+        raise DiagnosticsError(found)
+
+
+def declared_profile(entry: ClusterEntry | None) -> ClusterProfile:
+    """The mode/version an inventory entry declares for offline checks (unknown: KRaft rules)."""
+    return ClusterProfile.of(entry.version, entry.mode) if entry is not None else ClusterProfile()
+
+
 def check_inventory_id(entry: ClusterEntry | None, cluster_id: str | None, address: str) -> None:
     """``--cluster NAME`` with an ``id``: the target reached must be that cluster."""
     if entry is None or entry.id is None or cluster_id == entry.id:
@@ -106,6 +120,7 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     ident = cluster.identity()
     check_inventory_id(entry, ident.cluster_id, ident.address)
     check_guard(desired, ident.cluster_id, ident.address, config)
+    check_versions(desired, ClusterProfile.of(ident.version, ident.mode))  # before any describe
     if actual is None:
         actual = cluster.describe()
     ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode)
@@ -209,6 +224,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         check_writable(out, "the plan file")
     text_like = fmt is Format.TEXT
     desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
+    check_versions(desired, declared_profile(cluster))  # offline: before the cluster is contacted
     who = None
     if principals is not None:
         from kqplan.principals import read_principals

@@ -11,6 +11,9 @@ from kqplan.console import Streams
 from kqplan.diagnostics import Diagnostic, render_github, render_json, render_text
 from kqplan.errors import ExitCode
 from kqplan.manifest.compile import load_desired
+from kqplan.versions import ClusterProfile
+
+UNKNOWN_PROFILE = ClusterProfile()
 
 
 class DiagnosticFormat(StrEnum):
@@ -23,19 +26,23 @@ RENDER = {DiagnosticFormat.TEXT: render_text, DiagnosticFormat.JSON: render_json
           DiagnosticFormat.GITHUB: render_github}
 
 
-def _check(paths: Sequence[Path], config: ProjectConfig) -> tuple[list[Diagnostic], int, int]:
+def _check(paths: Sequence[Path], config: ProjectConfig,
+           profile: ClusterProfile) -> tuple[list[Diagnostic], int, int]:
     """Diagnostics (lint included when valid), entities and files of one manifest set."""
     desired = load_desired(paths, config)
     diags = list(desired.diagnostics)
     if not desired.errors:
         from kqplan.lint import lint
+        from kqplan.versions import diagnostics as version_diagnostics
 
+        diags += version_diagnostics(desired, profile)  # a declared mode/version (inventory)
         diags += lint(desired)  # shadowing and `User:` names: only meaningful on a valid state
     return diags, len(desired.quotas), desired.files
 
 
 def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFormat,
-             strict: bool, streams: Streams, related: bool = False) -> int:
+             strict: bool, streams: Streams, related: bool = False,
+             profile: ClusterProfile = UNKNOWN_PROFILE) -> int:
     """Exit 1 on any error (or, with ``strict``, any warning). ``related`` (pre-commit): each path
     is a changed file, validated with the manifest set it belongs to; other YAML is skipped."""
     if related:
@@ -50,7 +57,7 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
     diags: list[Diagnostic] = []
     entities = files = 0
     for manifest_set in sets:
-        found, n, f = _check(manifest_set, config)
+        found, n, f = _check(manifest_set, config, profile)
         diags += [d for d in found if d not in diags]
         entities, files = entities + n, files + f
     errors = sum(d.is_error for d in diags)
