@@ -593,6 +593,51 @@ def import_(
 
 # -- fleet (kqplan/commands/fleet.py defines the sub-app) ------------------------------------------
 # [anchor: fleet commands]
+fleet_app = typer.Typer(help="Every cluster of the kqplan.toml inventory at once (local or Spark engine).",
+                        no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app.add_typer(fleet_app, name="fleet")
+FleetClustersOpt = Annotated[list[str] | None, typer.Option(
+    "--cluster", metavar="NAME", help="Only this inventory cluster (repeatable; default: all).")]
+
+
+@fleet_app.command("snapshot")
+def fleet_snapshot(
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.json.")],
+    cluster: FleetClustersOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """One describe per cluster, written as snapshots; exit 1 if any cluster failed."""
+    from kqplan.commands.fleet import snapshot_command
+
+    _use_config(config)
+    return run(lambda: snapshot_command(_config(), cluster or [], out=out, streams=_streams()))
+
+
+@fleet_app.command("plan")
+def fleet_plan(
+    cluster: FleetClustersOpt = None,
+    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")] = "local",
+    out: Annotated[Path | None, typer.Option(
+        "--out", metavar="DIR", help="Write DIR/changes.parquet (one row per changed key).")] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")] = "text",
+    detailed_exitcode: Annotated[bool, typer.Option(
+        "--detailed-exitcode", help="Exit 2 when any cluster would change (0: none, 1: error).")] = False,
+    spark_master: Annotated[str | None, typer.Option(
+        "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")] = None,
+    spark_remote: Annotated[str | None, typer.Option(
+        "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")] = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Every cluster's plan with kqplan plan's semantics: a summary and the changed keys as a table."""
+    from kqplan.commands.fleet import Engine, FleetFormat, plan_command
+
+    _use_config(config)
+    return run(lambda: plan_command(
+        _config(), cluster or [], engine=_choice(Engine, engine, "--engine"), out=out,
+        fmt=_choice(FleetFormat, fmt, "--format"), detailed_exitcode=detailed_exitcode,
+        streams=_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        json_errors=fmt == "json")
+
 
 
 def _choice(enum: Any, value: str, option: str) -> Any:

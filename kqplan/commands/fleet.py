@@ -1,0 +1,117 @@
+"""``kqplan fleet snapshot|plan``: every cluster of the inventory, local or on Spark."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from kqplan.config import ProjectConfig
+from kqplan.console import Streams
+from kqplan.errors import ExitCode, KqplanError
+from kqplan.fleet import clusters
+from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
+from kqplan.plan import Plan
+
+
+class Engine(StrEnum):
+    LOCAL = "local"
+    SPARK = "spark"
+
+
+class FleetFormat(StrEnum):
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+def snapshot_command(config: ProjectConfig, names: Sequence[str], *, out: Path, streams: Streams) -> int:
+    """One describe per cluster, ``out/<cluster>.json``; exit 1 if any cluster failed."""
+    entries = clusters.select(config, names)
+    out.mkdir(parents=True, exist_ok=True)
+    results = clusters.each(entries, lambda entry: clusters.snapshot(entry, out))
+    for r in results:
+        streams.print(f"{r.cluster}: {r.value} entities -> {out / (r.cluster + '.json')}" if r.error is None
+                      else f"{r.cluster}: failed: {r.error}")
+    failed = sum(r.error is not None for r in results)
+    streams.print(f"Fleet snapshot: {len(results) - failed} of {len(results)} clusters written.")
+    return ExitCode.ERROR if failed else ExitCode.OK
+
+
+def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine, out: Path | None,
+                 fmt: FleetFormat, detailed_exitcode: bool, streams: Streams,
+                 spark_master: str | None = None, spark_remote: str | None = None) -> int:
+    """Every cluster's plan (``kqplan plan --cluster``'s semantics), the change rows, a summary."""
+    entries = clusters.select(config, names)
+    if out is not None and out.exists() and not out.is_dir():
+        raise KqplanError(f"--out {out} is a file", hint="give a directory for changes.parquet")
+
+    def work(entry: Any) -> tuple[Plan, Any]:
+        plan, desired, actual = clusters.plan(entry, config)
+        if engine is Engine.LOCAL:
+            return plan, rows_of_plan(entry.name, plan)
+        return plan, diff_input(entry.name, plan, desired, actual)
+
+    with streams.progress() as progress:
+        progress(f"Planning {len(entries)} clusters")
+        results = clusters.each(entries, work)
+        rows: list[ChangeRow] = []
+        if engine is Engine.SPARK:
+            from kqplan.fleet.spark import change_rows, session
+
+            progress("Joining on Spark")
+            with session(master=spark_master, remote=spark_remote) as spark:
+                rows = change_rows(spark, [r.value[1] for r in results if r.value is not None])
+        else:
+            rows = sorted(row for r in results if r.value is not None for row in r.value[1])
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_parquet(rows, out / "changes.parquet")
+    plans = {r.cluster: r.value[0] for r in results if r.value is not None}
+    errors = {r.cluster: r.error for r in results if r.error is not None}
+    streams.print(render(plans, errors, rows, fmt), end="")
+    if errors:
+        return ExitCode.ERROR
+    changed = any(p.has_changes for p in plans.values())
+    return ExitCode.CHANGES if detailed_exitcode and changed else ExitCode.OK
+
+
+def render(plans: dict[str, Plan], errors: dict[str, str], rows: Sequence[ChangeRow],
+           fmt: FleetFormat) -> str:
+    names = sorted(plans.keys() | errors.keys())
+    if fmt is FleetFormat.JSON:
+        doc = {"clusters": [
+            {"cluster": n, "error": errors.get(n), **_counts(plans.get(n))} for n in names],
+            "changed_keys": len(rows)}
+        return json.dumps(doc, indent=2) + "\n"
+    lines = []
+    if fmt is FleetFormat.MARKDOWN:
+        lines += ["### kqplan fleet plan", "", "| cluster | add | change | delete | unmanaged | error |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for n in names:
+            c = _counts(plans.get(n))
+            lines.append(f"| `{n}` | {c['add']} | {c['change']} | {c['delete']} | {c['unmanaged']} | "
+                         f"{errors.get(n) or ''} |")
+        return "\n".join(lines) + "\n"
+    width = max(map(len, names), default=0)
+    for n in names:
+        if n in errors:
+            lines.append(f"{n:<{width}}  error: {errors[n]}")
+            continue
+        c = _counts(plans[n])
+        extra = f", {c['unmanaged']} unmanaged" if c["unmanaged"] else ""
+        lines.append(f"{n:<{width}}  {c['add']} to add, {c['change']} to change, {c['delete']} to delete"
+                     f"{extra}")
+    changed = sum(p.has_changes for p in plans.values())
+    lines.append(f"Fleet: {len(names)} clusters, {changed} with changes, {len(errors)} failed; "
+                 f"{len(rows)} changed keys.")
+    return "\n".join(lines) + "\n"
+
+
+def _counts(plan: Plan | None) -> dict[str, int | None]:
+    if plan is None:
+        return {"add": None, "change": None, "delete": None, "unmanaged": None}
+    s = plan.summary
+    return {"add": s.add, "change": s.change, "delete": s.delete, "unmanaged": len(plan.unmanaged)}

@@ -1,0 +1,85 @@
+"""Per-cluster work of a fleet job: describe (snapshot) and plan each inventory cluster, bounded
+concurrency, one cluster's failure reported without stopping the others."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from kqplan.config import ClusterEntry, ProjectConfig
+from kqplan.errors import KqplanError
+from kqplan.plan import Plan
+from kqplan.state import QuotaState, snapshot_to_json, write_atomically
+from kqplan.target import Target, open_cluster
+
+T = TypeVar("T")
+MAX_WORKERS = 4
+"""Clusters described at once: each is one connection and one describe."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    """One cluster's result, or why it has none."""
+
+    cluster: str
+    value: T | None = None
+    error: str | None = None
+
+
+def select(config: ProjectConfig, names: Sequence[str]) -> list[ClusterEntry]:
+    """The named inventory clusters (all of them when none is named), in inventory order."""
+    if not config.clusters:
+        raise KqplanError("the inventory lists no clusters",
+                          hint="add [clusters.NAME] tables with a target and manifests to kqplan.toml")
+    if names:
+        return [config.cluster(name) for name in dict.fromkeys(names)]
+    return list(config.clusters.values())
+
+
+def each(entries: Sequence[ClusterEntry], work: Callable[[ClusterEntry], T]) -> list[Outcome[T]]:
+    """``work`` for every cluster, a few at a time; a KqplanError is that cluster's error."""
+    def run(entry: ClusterEntry) -> Outcome[T]:
+        try:
+            return Outcome(entry.name, work(entry))
+        except KqplanError as exc:
+            return Outcome(entry.name, error=str(exc).splitlines()[0])
+
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, max(1, len(entries)))) as pool:
+        return list(pool.map(run, entries))
+
+
+def describe(entry: ClusterEntry) -> tuple[QuotaState, str | None]:
+    """One describe of the cluster's target: (state, cluster id)."""
+    with open_cluster(Target.of_cluster(entry)) as cluster:
+        return cluster.describe(), cluster.identity().cluster_id
+
+
+def snapshot(entry: ClusterEntry, out: Path) -> int:
+    """Write ``out/<cluster>.json``; the number of entities."""
+    state, cluster_id = describe(entry)
+    write_atomically(out / f"{entry.name}.json", snapshot_to_json(state, cluster_id))
+    return len(state)
+
+
+def plan(entry: ClusterEntry, config: ProjectConfig) -> tuple[Plan, QuotaState, QuotaState]:
+    """``kqplan plan --cluster NAME``'s plan (layers, ownership, prune, guards, guardrails), with
+    the desired and actual states it was computed from (one describe)."""
+    from kqplan.commands.plan import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem, manifest_paths
+    from kqplan.manifest.compile import load_desired
+
+    desired = load_desired(manifest_paths((), entry), config)
+    if desired.errors:
+        first = desired.errors[0]
+        raise KqplanError(f"{len(desired.errors)} error(s) in the manifests, e.g. {first.span}: "
+                          f"{first.message}", hint=f"kqplan validate --cluster {entry.name}")
+    with open_cluster(Target.of_cluster(entry)) as cluster:
+        cluster.identity()  # the guards first: nothing is described from the wrong cluster
+        actual = cluster.describe()
+        result = compute_plan(desired, cluster, config, record_state=False, entry=entry, actual=actual)
+    problem = guardrail_problem(result, desired, config, DEFAULT_GUARDRAILS)
+    if problem is not None:
+        raise problem
+    return result, desired.quotas, actual

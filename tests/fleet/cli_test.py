@@ -1,0 +1,71 @@
+"""kqplan fleet snapshot and plan over TCP: two sandbox clusters and one unreachable address."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from kqplan.entity import Entity
+from kqplan.fleet.changes import ChangeRow, read_parquet
+from kqplan.sandbox import Sandbox, SandboxConfig
+from tests.helpers import run_cli, write_manifest
+
+SEED = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("gone"): {"producer_byte_rate": 3.0},
+        Entity.user("mallory"): {"request_percentage": 5.0}}
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Path]:
+    with ExitStack() as stack:
+        boxes = {n: stack.enter_context(Sandbox.start(SandboxConfig(seed=SEED, cluster_id=n)))
+                 for n in ("east", "west")}
+        write_manifest(tmp_path / "base" / "q.yaml", "ownership: {prune: true, scope: [{user: 'g*'}]}\n"
+                       "entities:\n  - user: a\n    quotas: {producer_byte_rate: 2}\n")
+        write_manifest(tmp_path / "west" / "q.yaml",
+                       "entities:\n  - user: w\n    quotas: {consumer_byte_rate: 7}\n")
+        layers = {"east": '["base"]', "west": '["base", "west"]'}
+        text = "".join(f'[clusters.{n}]\nid = "{n}"\nbootstrap-server = "{b.bootstrap}"\n'
+                       f"manifests = {layers[n]}\n\n" for n, b in boxes.items())
+        text += '[clusters.down]\nbootstrap-server = "127.0.0.1:1"\nmanifests = ["base"]\n'
+        (tmp_path / "kqplan.toml").write_text(text)
+        yield tmp_path
+
+
+def fleet_cli(root: Path, *args: str | Path):
+    return run_cli("--config", root / "kqplan.toml", "fleet", *args)
+
+
+def test_snapshot_writes_each_cluster_and_reports_the_unreachable_one(fleet):
+    result = fleet_cli(fleet, "snapshot", "--out", fleet / "snaps")
+    assert result.exit_code == 1
+    assert "east: 3 entities" in result.stdout
+    assert result.stdout.splitlines()[2].startswith("down: failed: cannot connect to 127.0.0.1:1")
+    assert "Fleet snapshot: 2 of 3 clusters written." in result.stdout
+    assert json.loads((fleet / "snaps" / "west.json").read_text())["cluster_id"] == "west"
+    assert not (fleet / "snaps" / "down.json").exists()
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_plan_summary_table_and_exit_codes(fleet, engine):
+    out = fleet / f"out-{engine}"
+    result = fleet_cli(fleet, "plan", "--engine", engine, "--out", out, "--cluster", "east",
+                       "--cluster", "west", "--detailed-exitcode")
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "east  0 to add, 1 to change, 1 to delete, 1 unmanaged",
+        "west  1 to add, 1 to change, 1 to delete, 1 unmanaged",
+        "Fleet: 2 clusters, 2 with changes, 0 failed; 5 changed keys."]
+    assert read_parquet(out / "changes.parquet") == [
+        ChangeRow("east", "{user=a}", "update", "producer_byte_rate", 1.0, 2.0),
+        ChangeRow("east", "{user=gone}", "delete", "producer_byte_rate", 3.0, None),
+        ChangeRow("west", "{user=a}", "update", "producer_byte_rate", 1.0, 2.0),
+        ChangeRow("west", "{user=gone}", "delete", "producer_byte_rate", 3.0, None),
+        ChangeRow("west", "{user=w}", "add", "consumer_byte_rate", None, 7.0)]
+    everything = fleet_cli(fleet, "plan", "--engine", engine, "--format", "json")
+    assert everything.exit_code == 1  # one cluster is unreachable
+    down = next(c for c in everything.json["clusters"] if c["cluster"] == "down")
+    assert down["error"].startswith("cannot connect to 127.0.0.1:1")
