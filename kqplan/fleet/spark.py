@@ -10,11 +10,15 @@ full outer join on (cluster, entity, key) with null-safe comparison, no Python U
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from kqplan.entity import CLIENT_ID, USER, EntityKind
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
+from kqplan.fleet.impact import USAGE_KEYS, ImpactRow, Sample, UnusedRow
+from kqplan.resolve import CLIENT_LEVELS, Match, level_of
+from kqplan.state import QuotaState
 
 _KV = "cluster string, entity string, key string, value double"
 
@@ -37,6 +41,7 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
     else:
         builder = (builder.master(master or "local[*]").config("spark.ui.enabled", "false")
                    .config("spark.sql.shuffle.partitions", "4")
+                   .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
     spark = builder.getOrCreate()
     if not remote:
@@ -71,3 +76,72 @@ def change_rows(spark: Any, diffs: Sequence[ClusterDiff]) -> list[ChangeRow]:
     result = changed.select("cluster", "entity", action.alias("action"), "key", "before", "after")
     return sorted(ChangeRow(r.cluster, r.entity, r.action, r.key, r.before, r.after)
                   for r in result.collect())
+
+
+def _slot(match: Match, name: str | None) -> str:
+    """An entity part as a join key: ``N:<name>``, ``D`` (the default) or ``A`` (no such part)."""
+    return "A" if match is Match.ABSENT else "D" if name is None else f"N:{name}"
+
+
+def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
+                samples: Sequence[Sample], q: float | None) -> tuple[list[ImpactRow], list[UnusedRow]]:
+    """The rows of :func:`kqplan.fleet.impact.impact_rows`, by joining every principal against
+    the eight precedence levels (the quota side broadcast) and taking the first that sets the key."""
+    from pyspark.sql import functions as F
+
+    usage = spark.createDataFrame([(s.cluster, s.user, s.client_id, s.key, s.value) for s in samples],
+                                  "cluster string, user string, client_id string, key string, value double")
+    stat = F.max("value") if q is None else F.expr(f"percentile(value, {q!r})")
+    stats = usage.groupBy("cluster", "user", "client_id", "key").agg(stat.alias("usage"))
+    principals = (usage.select("cluster", "user", "client_id").distinct()
+                  .where(F.col("cluster").isin(list(states)))
+                  .crossJoin(spark.createDataFrame([(k,) for k in USAGE_KEYS], "key string")))
+    table = principals.join(stats, ["cluster", "user", "client_id", "key"], "left")
+
+    def entries(side: int) -> Any:
+        rows = []
+        for cluster, pair in states.items():
+            for entity, quotas in pair[side].items():
+                level = level_of(entity)
+                if level is None:
+                    continue
+                u = _slot(level.user, entity.get(USER) if USER in entity else None)
+                c = _slot(level.client_id, entity.get(CLIENT_ID) if CLIENT_ID in entity else None)
+                rows += [(cluster, u, c, k, float(v), entity.display) for k, v in quotas.items()]
+        schema = "cluster string, u string, c string, key string, value double, source string"
+        return F.broadcast(spark.createDataFrame(rows, schema))
+
+    # every principal-key at each of the eight levels, as the entity slots that level looks up
+    levels = spark.createDataFrame(
+        [(lv.rank, lv.user.value, lv.client_id.value, lv.empty_client_id) for lv in CLIENT_LEVELS],
+        "rank int, u_match string, c_match string, empty_ok boolean")
+    def slot(match: Any, name: Any) -> Any:
+        return (F.when(match == Match.NAME.value, F.concat(F.lit("N:"), name))
+                .when(match == Match.DEFAULT.value, F.lit("D")).otherwise(F.lit("A")))
+    probes = (table.select("cluster", "user", "client_id", "key").crossJoin(levels)
+              .where(~((F.col("client_id") == F.lit("")) & ~F.col("empty_ok")))  # empty: 2 levels only
+              .withColumn("u", slot(F.col("u_match"), F.col("user")))
+              .withColumn("c", slot(F.col("c_match"), F.col("client_id"))))
+    for side, label in ((0, "before"), (1, "after")):
+        hits = probes.join(entries(side), ["cluster", "u", "c", "key"])
+        winner = (hits.groupBy("cluster", "user", "client_id", "key")
+                  .agg(F.min(F.struct("rank", "value", "source")).alias(label)))  # lowest rank wins
+        table = table.join(winner, ["cluster", "user", "client_id", "key"], "left")
+    after = F.col("after.value")
+    table = table.select(
+        "cluster", "user", "client_id", "key", "usage",
+        F.col("before.value").alias("before_value"), F.col("before.source").alias("before_source"),
+        after.alias("after_value"), F.col("after.source").alias("after_source"),
+        F.when(F.col("usage").isNotNull() & after.isNotNull() & (after != 0), F.col("usage") / after)
+        .alias("utilization"),
+        F.coalesce(F.col("usage") > after, F.lit(False)).alias("would_throttle"))
+    rows = sorted(ImpactRow(*r) for r in table.collect())
+    used = table.where(F.col("after_source").isNotNull()).select(
+        F.col("cluster"), F.col("after_source").alias("entity"), "key").distinct()
+    after_entries = spark.createDataFrame(
+        [(cluster, entity.display, key) for cluster, (_, state) in states.items()
+         for entity, quotas in state.items() if entity.kind is EntityKind.CLIENT for key in quotas],
+        "cluster string, entity string, key string")
+    unused = sorted(UnusedRow(*r) for r in after_entries.join(used, ["cluster", "entity", "key"], "left_anti")
+                    .collect())
+    return rows, unused
