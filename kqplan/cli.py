@@ -613,6 +613,33 @@ def fleet_snapshot(
     return run(lambda: snapshot_command(_config(), cluster or [], out=out, streams=_streams()))
 
 
+@fleet_app.command("impact")
+def fleet_impact(
+    usage: Annotated[list[Path], typer.Option(
+        "--usage", metavar="FILE|DIR", help="Usage samples: CSV, JSON lines or Parquet (repeatable).")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR",
+                                      help="Write impact.parquet, unused.parquet and charts.")],
+    cluster: FleetClustersOpt = None,
+    stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "max",
+    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")] = "local",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")] = "text",
+    fail_on_throttle: Annotated[bool, typer.Option(
+        "--fail-on-throttle", help="Exit 1 when a principal goes from not throttled to throttled.")] = False,
+    spark_master: Annotated[str | None, typer.Option("--spark-master", metavar="URL")] = None,
+    spark_remote: Annotated[str | None, typer.Option("--spark-remote", metavar="sc://HOST:PORT")] = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Which observed clients each cluster's plan would throttle, and which quotas nobody hits."""
+    from kqplan.commands.fleet import Engine, FleetFormat, impact_command
+
+    _use_config(config)
+    return run(lambda: impact_command(
+        _config(), cluster or [], usage=usage, stat=stat, engine=_choice(Engine, engine, "--engine"),
+        out=out, fmt=_choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
+        streams=_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        json_errors=fmt == "json")
+
+
 @fleet_app.command("plan")
 def fleet_plan(
     cluster: FleetClustersOpt = None,

@@ -115,3 +115,76 @@ def _counts(plan: Plan | None) -> dict[str, int | None]:
         return {"add": None, "change": None, "delete": None, "unmanaged": None}
     s = plan.summary
     return {"add": s.add, "change": s.change, "delete": s.delete, "unmanaged": len(plan.unmanaged)}
+
+
+def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[Path], stat: str,
+                   engine: Engine, out: Path, fmt: FleetFormat, fail_on_throttle: bool, streams: Streams,
+                   spark_master: str | None = None, spark_remote: str | None = None) -> int:
+    """Observed usage against each cluster's effective quotas before and after its plan:
+    ``impact.parquet``, ``unused.parquet``, a chart per cluster and a summary."""
+    from kqplan.fleet.impact import impact_rows, newly_throttled, parse_stat, read_usage
+    from kqplan.plan import apply_ops
+
+    q = parse_stat(stat)
+    entries = clusters.select(config, names)
+    samples = read_usage(usage)
+    results = clusters.each(entries, lambda entry: clusters.plan(entry, config))
+    errors = {r.cluster: r.error for r in results if r.error is not None}
+    states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
+              for r in results if r.value is not None}
+    with streams.progress() as progress:
+        progress(f"Resolving {len(samples)} samples")
+        if engine is Engine.SPARK:
+            from kqplan.fleet.spark import impact_rows as spark_impact_rows
+            from kqplan.fleet.spark import session
+
+            with session(master=spark_master, remote=spark_remote) as spark:
+                rows, unused = spark_impact_rows(spark, states, samples, q)
+        else:
+            rows, unused = impact_rows(states, samples, q)
+    out.mkdir(parents=True, exist_ok=True)
+    from kqplan.fleet.tables import chart, write_impact, write_unused
+
+    write_impact(rows, out / "impact.parquet")
+    write_unused(unused, out / "unused.parquet")
+    charts = [chart(cluster, [r for r in rows if r.cluster == cluster], out / f"{cluster}-utilization.png")
+              for cluster in sorted(states)]
+    throttled = newly_throttled(rows)
+    summary = {
+        cluster: {
+            "principals": len({(r.user, r.client_id) for r in rows if r.cluster == cluster}),
+            "newly_throttled": sorted({f"{r.user}/{r.client_id}:{r.key}" for r in throttled
+                                       if r.cluster == cluster}),
+            "unlimited": len({(r.user, r.client_id) for r in rows if r.cluster == cluster
+                              and r.usage is not None and r.after_value is None}),
+            "unused_entries": sum(u.cluster == cluster for u in unused),
+            "error": None}
+        for cluster in sorted(states)} | {c: {"error": e} for c, e in errors.items()}
+    streams.print(_impact_text(summary, fmt, [str(c) for c in charts if c is not None]), end="")
+    if errors:
+        return ExitCode.ERROR
+    return ExitCode.ERROR if fail_on_throttle and throttled else ExitCode.OK
+
+
+def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: Sequence[str]) -> str:
+    if fmt is FleetFormat.JSON:
+        return json.dumps({"clusters": summary, "charts": list(charts)}, indent=2) + "\n"
+    head = ["### kqplan fleet impact", "",
+            "| cluster | principals | newly throttled | unlimited | unused entries |",
+            "|---|---:|---|---:|---:|"] if fmt is FleetFormat.MARKDOWN else []
+    lines = list(head)
+    for cluster, s in summary.items():
+        if s.get("error"):
+            lines.append(f"| `{cluster}` | error: {s['error']} | | | |" if head
+                         else f"{cluster}: error: {s['error']}")
+            continue
+        hit = s["newly_throttled"]
+        shown = ", ".join(hit[:10]) + (f" … and {len(hit) - 10} more" if len(hit) > 10 else "")
+        if head:
+            lines.append(f"| `{cluster}` | {s['principals']} | {shown or 'none'} | {s['unlimited']} | "
+                         f"{s['unused_entries']} |")
+        else:
+            lines.append(f"{cluster}: {s['principals']} principals observed; newly throttled: "
+                         f"{shown or 'none'}; {s['unlimited']} unlimited; {s['unused_entries']} unused "
+                         "quota entries")
+    return "\n".join(lines) + "\n"

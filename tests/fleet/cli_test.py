@@ -69,3 +69,44 @@ def test_plan_summary_table_and_exit_codes(fleet, engine):
     assert everything.exit_code == 1  # one cluster is unreachable
     down = next(c for c in everything.json["clusters"] if c["cluster"] == "down")
     assert down["error"].startswith("cannot connect to 127.0.0.1:1")
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_impact_tables_chart_and_the_throttle_gate(fleet, engine):
+    usage = fleet / "usage.csv"
+    # a's producer quota goes 1 -> 2 (1.5 is throttled now, not after); a's request_percentage has
+    # no limit; 'gone' loses its limit (deleted); mallory is unmanaged (5% request quota).
+    usage.write_text("cluster,user,client_id,producer_byte_rate,request_percentage,ts\n"
+                     "east,a,app,1.5,15,1\neast,a,app,0.5,1,2\neast,gone,,9,,1\neast,mallory,x,,9,1\n"
+                     "west,w,app,,,1\n")
+    out = fleet / f"impact-{engine}"
+
+    def impact(*extra: str):
+        return fleet_cli(fleet, "impact", "--usage", usage, "--out", out, "--engine", engine,
+                         "--cluster", "east", "--fail-on-throttle", *extra)
+
+    result = impact()
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stdout == ("east: 3 principals observed; newly throttled: none; 2 unlimited; "
+                             "0 unused quota entries\n")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "impact.parquet").to_pylist()
+    rows = {(r["user"], r["client_id"], r["key"]): r for r in table}
+    assert len(rows) == 12  # 3 principals x 4 keys
+    a = rows[("a", "app", "producer_byte_rate")]
+    assert (a["usage"], a["before_value"], a["after_value"], a["after_source"]) == (1.5, 1.0, 2.0, "{user=a}")
+    assert (a["utilization"], a["would_throttle"]) == (0.75, False)
+    gone = rows[("gone", "", "producer_byte_rate")]
+    assert (gone["before_source"], gone["after_value"], gone["would_throttle"]) == (
+        "{user=gone}", None, False)
+    mallory = rows[("mallory", "x", "request_percentage")]
+    assert (mallory["usage"], mallory["after_value"], mallory["would_throttle"]) == (9.0, 5.0, True)
+    assert (out / "east-utilization.png").stat().st_size > 1000
+    # a PR that limits a's request_percentage to 10: max(15, 1) is over it, p50 (8) is not
+    write_manifest(fleet / "base" / "q.yaml", "ownership: {prune: true, scope: [{user: 'g*'}]}\n"
+                   "entities:\n  - user: a\n    quotas: {producer_byte_rate: 2, request_percentage: 10}\n")
+    assert impact("--stat", "p50").exit_code == 0
+    gate = impact()
+    assert gate.exit_code == 1
+    assert "newly throttled: a/app:request_percentage" in gate.stdout
