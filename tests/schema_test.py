@@ -23,8 +23,10 @@ def test_checked_in_schema_is_not_stale():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(REPO)))
 def test_examples_carry_the_modeline_and_conform(path):
     first = path.read_text().splitlines()[0]
-    assert first == "# yaml-language-server: $schema=../../schemas/manifest-v1.json"
-    assert (path.parent / "../../schemas/manifest-v1.json").resolve() == SCHEMA
+    # the schema path is relative to the file: one "../" per directory below the repository root
+    relative = "../" * (len(path.relative_to(REPO).parts) - 1) + "schemas/manifest-v1.json"
+    assert first == f"# yaml-language-server: $schema={relative}"
+    assert (path.parent / relative).resolve() == SCHEMA
     jsonschema.validate(yaml.safe_load(path.read_text()), json.loads(SCHEMA.read_text()))
 
 
