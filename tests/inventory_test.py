@@ -4,7 +4,6 @@ the old NAME = "ID" form, located KQP190/KQP141 errors; offline (snapshots) and 
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 from kqplan.entity import Entity
 from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
