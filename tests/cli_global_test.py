@@ -14,12 +14,18 @@ from kqplan.entity import Entity
 from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import REPO, run_cli, run_kqplan, write_manifest
 
-LINTY = ("entities:\n  - user: \"User:alice\"\n    quotas: {producer_byte_rate: 1MiB}\n"
-         "  - user: <default>\n    quotas: {producer_byte_rate: 2MiB}\n")
-KQP172 = ("warning[KQP172] user 'User:alice' will never match: Kafka compares the principal name without the "
-          "'User:' prefix")
-DEFAULT_NOTE = ("warning: the change to {user=<default>} (producer_byte_rate) affects every principal without a "
-                "more specific entry for these keys; pass --principals FILE to see who")
+LINTY = (
+    'entities:\n  - user: "User:alice"\n    quotas: {producer_byte_rate: 1MiB}\n'
+    "  - user: <default>\n    quotas: {producer_byte_rate: 2MiB}\n"
+)
+KQP172 = (
+    "warning[KQP172] user 'User:alice' will never match: Kafka compares the principal name without the "
+    "'User:' prefix"
+)
+DEFAULT_NOTE = (
+    "warning: the change to {user=<default>} (producer_byte_rate) affects every principal without a "
+    "more specific entry for these keys; pass --principals FILE to see who"
+)
 
 
 def _empty_snapshot(tmp_path: Path) -> Path:
@@ -34,8 +40,9 @@ def test_version_and_help_from_the_console_script_and_python_m():
     helped = run_kqplan("-h")
     assert helped.exit_code == 0
     assert helped.stdout.startswith("Usage: kqplan [OPTIONS] COMMAND [ARGS]...\n")
-    module = subprocess.run([sys.executable, "-m", "kqplan", "--version"], capture_output=True, text=True,
-                            check=False, cwd=REPO)
+    module = subprocess.run(
+        [sys.executable, "-m", "kqplan", "--version"], capture_output=True, text=True, check=False, cwd=REPO
+    )
     assert (module.returncode, module.stdout) == (0, f"kqplan {__version__}\n")
 
 
@@ -62,7 +69,9 @@ def _on_a_terminal(*args: str | Path) -> bytes:
 
 
 def test_colour_on_a_terminal_and_none_with_no_color(tmp_path):
-    q = write_manifest(tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n")
+    q = write_manifest(
+        tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n"
+    )
     snap = _empty_snapshot(tmp_path)
     coloured = _on_a_terminal("plan", q, "--state", snap)
     assert b"\x1b[" in coloured
@@ -90,8 +99,10 @@ def test_plan_format_github_is_workflow_commands(tmp_path):
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert all(line.startswith("::") for line in lines), lines
-    assert (f"::warning title=kqplan KQP172,file={q},line=4,col=11::user 'User:alice' will never match: Kafka "
-            "compares the principal name without the 'User:' prefix (help: write `user: alice`)") in lines
+    assert (
+        f"::warning title=kqplan KQP172,file={q},line=4,col=11::user 'User:alice' will never match: Kafka "
+        "compares the principal name without the 'User:' prefix (help: write `user: alice`)"
+    ) in lines
     assert lines[-1] == "::notice title=kqplan plan::Plan: 2 to add, 0 to change, 0 to delete."
 
 
@@ -102,7 +113,9 @@ def test_plan_format_github_reports_each_warning_once(tmp_path):
 
 
 def test_plan_out_hint_with_bootstrap_server_works_as_printed(tmp_path):
-    q = write_manifest(tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n")
+    q = write_manifest(
+        tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n"
+    )
     with Sandbox.start(SandboxConfig(cluster_id="hint")) as box:
         planned = run_cli("plan", q, "--bootstrap-server", box.bootstrap, "--out", tmp_path / "p.json")
         assert planned.exit_code == 0, planned.stderr
@@ -115,7 +128,9 @@ def test_plan_out_hint_with_bootstrap_server_works_as_printed(tmp_path):
 
 
 def test_plan_out_hint_with_sandbox_seed_works_as_printed(tmp_path):
-    q = write_manifest(tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n")
+    q = write_manifest(
+        tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n"
+    )
     seed = _empty_snapshot(tmp_path)
     planned = run_cli("plan", q, "--sandbox", seed, "--out", tmp_path / "p.json")
     assert planned.exit_code == 0, planned.stderr
@@ -126,9 +141,13 @@ def test_plan_out_hint_with_sandbox_seed_works_as_printed(tmp_path):
 
 
 def test_no_input_with_cluster_refuses_to_prompt(tmp_path):
-    q = write_manifest(tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n")
+    write_manifest(
+        tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1MiB}\n"
+    )
     (tmp_path / "kqplan.toml").write_text('[clusters.s]\nsnapshot = "s.json"\nmanifests = ["q.yaml"]\n')
     _empty_snapshot(tmp_path)
     result = run_cli("--no-input", "--config", tmp_path / "kqplan.toml", "apply", "--cluster", "s")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: refusing to apply without confirmation: not running on a terminal\n")
+    assert result.stderr.startswith(
+        "Error: refusing to apply without confirmation: not running on a terminal\n"
+    )
