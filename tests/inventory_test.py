@@ -7,7 +7,7 @@ import uuid
 
 from kqplan.entity import Entity
 from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
-from tests.helpers import REPO, run_cli, write_manifest
+from tests.helpers import REPO, run_cli, run_kqplan, write_manifest
 
 FLEET = REPO / "examples" / "fleet"
 
@@ -200,3 +200,16 @@ def test_inventory_apply_and_describe_on_live_targets(live, tmp_path):  # noqa: 
         assert [d["quotas"] for d in described.json] == [{"consumer_byte_rate": 2.0**20}]
     finally:
         live.remove_all(mine(p))
+
+
+def test_the_config_is_found_in_the_current_directory_or_above():
+    here = FLEET / "overlays" / "prod"
+    result = run_kqplan("plan", "--cluster", "staging", "--detailed-exitcode", cwd=here)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stdout.endswith("Plan: 3 to add, 0 to change, 0 to delete.\n")
+
+
+def test_a_missing_config_file_is_an_error(tmp_path):
+    result = run_cli("plan", "--config", tmp_path / "nope.toml", "--cluster", "x")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: cannot read {tmp_path}/nope.toml: No such file or directory")
