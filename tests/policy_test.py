@@ -204,3 +204,18 @@ def test_protect_refuses_even_with_allow_mass_delete(tmp_path):
             assert "KQP156" in result.stderr
             assert "deletes 1 protected entity ({user=keep})" in result.stderr
         assert box.state[Entity.user("keep")] == {"producer_byte_rate": 1.0}
+
+
+def test_creations_do_not_dilute_the_delete_percentage(tmp_path):
+    # 2 of 4 managed entities deleted (50 %) while 20 are created: still braked
+    with Sandbox.start(SandboxConfig(cluster_id="b")) as box:
+        box.engine.load({Entity.user(f"old-{i}"): {"producer_byte_rate": 1.0} for i in range(4)})
+        kept = "".join(f"  - user: old-{i}\n    quotas: {{producer_byte_rate: 1}}\n" for i in range(2, 4))
+        new = "".join(f"  - user: old-new-{i}\n    quotas: {{producer_byte_rate: 1}}\n" for i in range(20))
+        cfg, q = _project(
+            tmp_path, "max-delete-percent = 25\n",
+            "ownership:\n  prune: true\n  scope: [{user: 'old-*'}]\nentities:\n" + kept + new,
+        )
+        plan = run_cli("--config", cfg, "plan", q, "--bootstrap-server", box.bootstrap)
+        assert plan.exit_code == 1, plan.stdout
+        assert "KQP155" in plan.stderr
