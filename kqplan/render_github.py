@@ -11,7 +11,7 @@ from kqplan.plan import Plan
 from kqplan.render import summary_line
 from kqplan.units import format_number
 
-_ORIGIN = re.compile(r"^(?P<file>.+?)(?: \(overrides .*\))?$")
+_ORIGIN = re.compile(r"^(?P<file>.+?)(?::(?P<line>\d+):(?P<col>\d+))?(?: \(overrides .*\))?$")
 
 
 def _escape(text: str) -> str:
@@ -32,6 +32,8 @@ def render_plan_github(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> str:
         found = _ORIGIN.match(change.origin or "")
         if found:
             where = f",file={_prop(found['file'])}"
+            if found["line"]:
+                where += f",line={found['line']},col={found['col']}"
         level = "warning" if change.action.value == "delete" else "notice"
         lines.append(f"::{level} title=kqplan {_prop(change.action.value)}{where}::"
                      f"{_escape(change.action.marker + ' ' + change.entity.display + ': ' + ops)}")

@@ -61,7 +61,7 @@ def test_two_clusters_share_a_base_and_prod_overrides_it(fleet):
     changes = {c["display"]: c for c in prod.json["changes"]}
     assert changes["{user=payments-api}"]["after"] == {"producer_byte_rate": 5 * 2**20}
     assert changes["{user=payments-api}"]["origin"] == (
-        f"{root}/overlays/prod/quotas.yaml (overrides {root}/base/quotas.yaml)")
+        f"{root}/overlays/prod/quotas.yaml:4:5 (overrides {root}/base/quotas.yaml:4:5)")
     assert changes["{user=payments-api}"]["metadata"] == {"labels": {"team": "payments"}, "description": None}
     assert prod.json["cluster"]["id"] == "prod-id"
     staging = cli(root, "plan", "--cluster", "staging", "--format", "json")

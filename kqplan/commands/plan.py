@@ -253,7 +253,8 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     elif github:
         from kqplan.render_github import render_plan_github
 
-        streams.print(render_plan_github(saved, warnings), end="")
+        # lint warnings become annotations of their own, not notes as well
+        streams.print(render_plan_github(replace(result, notes=_notes(result, ())), warnings), end="")
     elif fmt is Format.MARKDOWN:
         from kqplan.render import render_markdown
 

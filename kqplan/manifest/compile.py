@@ -69,11 +69,14 @@ class Origin:
 
     @property
     def display(self) -> str:
-        """``overlays/prod/q.yaml`` (``… (overrides base/q.yaml)``), for plans: the file names the
-        layer. No line: finding one composes the whole file, too slow for every plan."""
+        """``overlays/prod/q.yaml:5:5`` (``… (overrides base/q.yaml:3:5)``), for plans: the file
+        names the layer, the place the entry (found by one line scan, never by composing)."""
+        place = self.source.entity_place(self.loc[1]) if len(self.loc) > 1 and isinstance(
+            self.loc[1], int) else None
+        here = f"{self.source.path}:{place[0]}:{place[1]}" if place else self.source.path
         if self.overrides is None:
-            return self.source.path
-        return f"{self.source.path} (overrides {self.overrides.display})"
+            return here
+        return f"{here} (overrides {self.overrides.display})"
 
 
 @dataclass(slots=True)

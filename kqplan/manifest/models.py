@@ -30,13 +30,15 @@ def _quota_map_schema(schema: dict[str, Any]) -> None:
         number: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0}
         if key.type is not ValueType.DOUBLE:
             number["multipleOf"] = 1
+        removal = {"type": "null", "description": "only with override: true: remove the key"}
         if key.bytes_per_second:
             props[key.name] = {
                 "description": f"{key.summary} ({key.type.value}); a number or e.g. 10MiB",
-                "anyOf": [number, {"type": "string", "pattern": _UNIT_PATTERN}],
+                "anyOf": [number, {"type": "string", "pattern": _UNIT_PATTERN}, removal],
             }
         else:
-            props[key.name] = {"description": f"{key.summary} ({key.type.value})", **number}
+            props[key.name] = {"description": f"{key.summary} ({key.type.value})",
+                               "anyOf": [number, removal]}
     schema["properties"] = props
 
 

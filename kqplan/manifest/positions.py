@@ -93,6 +93,27 @@ _ENTITIES = re.compile(r"^entities:[ \t]*(?:#.*)?$", re.M)
 _ITEM = re.compile(r"^([ ]*)- ", re.M)
 
 
+def entity_items(text: str) -> list[tuple[int, int]]:
+    """(line, column) of every item of a block-style ``entities:`` list, in order ([] otherwise)."""
+    head = _ENTITIES.search(text)
+    if head is None:
+        return []
+    items = list(_ITEM.finditer(text, head.end()))
+    if not items:
+        return []
+    indent = items[0].group(1)
+    out = []
+    line = text.count("\n", 0, items[0].start()) + 1
+    last = items[0].start()
+    for item in items:
+        if item.group(1) != indent:
+            continue
+        line += text.count("\n", last, item.start())
+        last = item.start()
+        out.append((line, item.end() - item.start() + 1))
+    return out
+
+
 def fast_span(path: str, text: str, loc: Loc, *, at_key: bool = False) -> Span | None:
     """The place of ``('entities', i, key, ...)`` in a block-style entity list, by scanning lines;
     None when the file is laid out otherwise (the caller composes it then)."""
