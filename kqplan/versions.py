@@ -36,11 +36,15 @@ class ClusterProfile:
 
     version: tuple[int, int] | None = None
     mode: str | None = None
+    at_least: bool = False
+    """The version is only a lower bound (detected from the advertised APIs: ``>=2.6``), so no
+    rule about older releases may fire on it."""
 
     @classmethod
     def of(cls, version: str | None, mode: str | None) -> ClusterProfile:
         found = re.search(r"(\d+)\.(\d+)", version or "")
-        return cls((int(found[1]), int(found[2])) if found else None, mode)
+        return cls((int(found[1]), int(found[2])) if found else None, mode,
+                   (version or "").startswith(">="))
 
     @property
     def known(self) -> bool:
@@ -60,7 +64,8 @@ class Problem:
 
 
 def _old(profile: ClusterProfile) -> bool:
-    return profile.version is not None and profile.version < FIRST_WITH_IP_QUOTAS
+    return (profile.version is not None and not profile.at_least
+            and profile.version < FIRST_WITH_IP_QUOTAS)
 
 
 def entity_problem(entity: Entity, profile: ClusterProfile) -> str | None:

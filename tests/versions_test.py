@@ -36,6 +36,13 @@ def test_entity_rules(entity, profile, refused):
     assert (entity_problem(entity, profile) is not None) is refused
 
 
+def test_a_detected_lower_bound_proves_no_missing_feature():
+    # the sandbox advertises 2.6's API set: ">=2.6" must not refuse ip entities (2.7+)
+    lower = ClusterProfile.of(">=2.6", "kraft")
+    assert entity_problem(Entity.ip("10.0.0.1"), lower) is None
+    assert value_problem("controller_mutation_rate", 1.0, lower) is None
+
+
 def test_nothing_is_judged_for_an_unknown_target():
     assert problems({Entity.ip("::1"): {"connection_creation_rate": 1.5}}, ClusterProfile()) == []
 
