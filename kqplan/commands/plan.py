@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from kqplan.impact import Impact
     from kqplan.principals import Principal
 
-UNMANAGED_SHOWN = 10
-
 
 @dataclass(frozen=True, slots=True)
 class Guardrails:
