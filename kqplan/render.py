@@ -63,9 +63,12 @@ def _rows(change: Change) -> list[tuple[str, str, float | None, float | None]]:
 
 def _target(plan: Plan) -> str:
     cid = plan.cluster.id or "unknown id"
-    kind = ", ".join(x for x in (plan.cluster.version and f"Kafka {plan.cluster.version}",
-                                 plan.cluster.mode) if x)
-    return f"cluster {cid} ({plan.cluster.address}{'; ' + kind if kind else ''})"
+    where = f"cluster {cid} ({plan.cluster.address})"
+    if plan.cluster.version:
+        where += f", Kafka {plan.cluster.version}"
+    if plan.cluster.mode:
+        where += f" ({plan.cluster.mode})"
+    return where
 
 
 _COLORS = {"+": "\x1b[32m", "~": "\x1b[33m", "-": "\x1b[31m"}

@@ -18,7 +18,8 @@ def test_example_fleet_plans_prod_from_its_snapshot():
     assert result.stdout == (
         "kqplan will perform the following actions on cluster kqplan-example-fleet-prod "
         f"(snapshot:{FLEET}/snapshots/prod.json):\n\n"
-        f"  ~ {{user=orders}}  # {FLEET}/overlays/prod/quotas.yaml (overrides {FLEET}/base/quotas.yaml)\n"
+        f"  ~ {{user=orders}}  # {FLEET}/overlays/prod/quotas.yaml:10:5 "
+        f"(overrides {FLEET}/base/quotas.yaml:9:5)\n"
         "      ~ producer_byte_rate = 1048576 (1 MiB) -> 8388608 (8 MiB)\n"
         "      - request_percentage = 10\n\n"
         "1 entity on the cluster is not managed by these manifests (left untouched; adopt with "

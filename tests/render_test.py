@@ -61,7 +61,7 @@ def test_text_colours_markers_and_names_origins(example_plan):
                    cluster=replace(example_plan.cluster, version="4.3", mode="kraft"))
     text = render_text(plan, color=True)
     assert text.splitlines()[0] == ("kqplan will perform the following actions on cluster "
-                                    "kqplan-example-prod-eu (snapshot:s.json; Kafka 4.3, kraft):")
+                                    "kqplan-example-prod-eu (snapshot:s.json), Kafka 4.3 (kraft):")
     assert "  \x1b[32m+\x1b[0m {ip=10.0.0.7}  # overlays/prod/q.yaml (overrides base/q.yaml)\n" in text
     assert "      \x1b[31m-\x1b[0m producer_byte_rate = 1048576 (1 MiB)\n" in text
     assert "\x1b[" not in render_text(plan)

@@ -49,7 +49,10 @@ def test_out_of_band_alter_is_unmanaged_on_live_targets(live, tmp_path):  # noqa
             "quotas": {"consumer_byte_rate": 5.0},
         } in plan.json["unmanaged"]
         text = run_cli("plan", q, "--bootstrap-server", live.bootstrap)
-        assert f"  ? {{user={p}-m, client-id=c}}\n" in text.stdout
+        unmanaged = len(plan.json["unmanaged"])
+        assert f"{unmanaged} entit" in text.stdout and "not managed by these manifests" in text.stdout  # noqa: PT018
+        if unmanaged <= 10:  # text lists the first ten (a shared real broker holds other tests' entities)
+            assert f"  ? {{user={p}-m, client-id=c}}\n" in text.stdout
         strict = run_cli("plan", q, "--bootstrap-server", live.bootstrap, "--fail-on-unmanaged")
         assert strict.exit_code == 1
         assert "not managed by these manifests" in strict.stderr
@@ -88,7 +91,7 @@ def test_unmanaged_text_section_and_nothing_changed(tmp_path):
         assert plan.exit_code == 0, plan.stderr
         assert plan.stdout == (
             "No changes. The cluster matches the manifests. (1 entity checked on cluster u "
-            f"({box.bootstrap}; Kafka >=2.6, kraft))\n\n"
+            f"({box.bootstrap}), Kafka >=2.6 (kraft))\n\n"
             "1 entity on the cluster is not managed by these manifests (left untouched; adopt with "
             "`kqplan import`):\n  ? {user=b}\n"
         )

@@ -21,6 +21,7 @@ from kqplan.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.state import QuotaState
 
 _KV = "cluster string, entity string, key string, value double"
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 @contextmanager
@@ -43,14 +44,21 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
                    .config("spark.sql.shuffle.partitions", "4")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
+    # pyspark records a Connect session in the environment (SPARK_CONNECT_MODE_ENABLED, …), which
+    # would turn every later local session of this process into a Connect one: restore it after
+    saved = {k: os.environ.get(k) for k in _CONNECT_ENV}
     spark = builder.getOrCreate()
     if not remote:
         spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark
     finally:
-        if not remote:
-            spark.stop()
+        spark.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def change_rows(spark: Any, diffs: Sequence[ClusterDiff]) -> list[ChangeRow]:

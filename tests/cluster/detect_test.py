@@ -19,4 +19,4 @@ def test_plan_and_report_name_the_version_and_mode(live, tmp_path):  # noqa: F81
     if live.name == "real_kafka":
         assert cluster["version"] >= ">=4.0"
     text = run_cli("plan", tmp_path / "q.yaml", "--bootstrap-server", live.bootstrap)
-    assert f"; Kafka {cluster['version']}, kraft)" in text.stdout.splitlines()[0]
+    assert f"), Kafka {cluster['version']} (kraft)" in text.stdout.splitlines()[0]

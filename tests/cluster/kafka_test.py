@@ -31,7 +31,11 @@ def test_round_trip_and_identity():
         assert [r.ok for r in results] == [True, True]
         assert c.describe() == {ALICE: {"producer_byte_rate": 1024.0},
                                 Entity.user_client(None, "etl"): {"request_percentage": 50.0}}
-        assert c.identity() == ClusterIdentity("fake-cluster-id", b.bootstrap)
+        ident = c.identity()
+        # version and mode come from the ApiVersions answer: no extra request (the log below)
+        assert ident == ClusterIdentity("fake-cluster-id", b.bootstrap, ident.version, "kraft")
+        assert ident.version is not None
+        assert ident.version.startswith(">=")
         assert c.identity() is c.identity()  # asked once
         c.alter([Alteration(ALICE, (Op("producer_byte_rate", None),))], validate_only=False)
         assert ALICE not in c.describe()
