@@ -63,7 +63,10 @@ def test_out_of_band_alter_is_unmanaged_on_live_targets(live, tmp_path):  # noqa
         policy = run_cli("--config", cfg, "plan", "--cluster", "x")
         assert policy.exit_code == 1
         assert "not managed by these manifests" in policy.stderr
-        # an ownership scope that covers it makes it managed: a deletion, not unmanaged
+        # an ownership scope that covers it makes it managed: a deletion, not unmanaged (the policy
+        # is dropped first: a shared real broker holds other tests' entities, unmanaged here)
+        (tmp_path / "kqplan.toml").write_text(
+            f'[clusters.x]\nbootstrap-server = "{live.bootstrap}"\nmanifests = ["q.yaml"]\n')
         write_manifest(
             tmp_path / "q.yaml",
             f"ownership:\n  prune: true\n  scope: [{{user: '{p}-*'}}]\n"
