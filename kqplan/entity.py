@@ -112,6 +112,12 @@ class Entity:
     def __hash__(self) -> int:
         return self._hash
 
+    def __eq__(self, other: object) -> bool:
+        # Every state lookup ends here (dataclass's generated one builds two tuples per call).
+        if other.__class__ is Entity:
+            return self.parts == other.parts
+        return NotImplemented
+
     @classmethod
     def of(cls, entries: Mapping[str, Name] | Iterable[tuple[str, Name]]) -> Entity:
         """Build an entity from a type→name mapping or pairs (a repeated type: last wins)."""

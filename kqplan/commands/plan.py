@@ -133,10 +133,19 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
 def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list[str]:
     """Values on the cluster Kafka's KRaft rules refuse (0, negative, NaN: a ZooKeeper cluster
     stores them): reported, never silently kept; listing the entity in a manifest repairs them."""
+    import itertools
     import math
 
     from kqplan.quotas import QUOTA_KEYS, value_error
 
+    def refused(key: str, value: float) -> bool:
+        return key in QUOTA_KEYS and (math.isnan(value) or value_error(key, value) is not None)
+
+    # A cluster repeats a few values: judge each distinct (key, value) once, walk the entities
+    # only when one is refused.
+    if not any(itertools.starmap(refused, set(itertools.chain.from_iterable(
+            q.items() for q in actual.values())))):
+        return []
     notes = []
     for entity, quotas in actual.items():
         for key, value in sorted(quotas.items()):

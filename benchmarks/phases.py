@@ -1,0 +1,187 @@
+"""Where a big plan's time goes, phase by phase, plus the issue-15 end-to-end measures.
+
+Run: .venv/bin/python benchmarks/phases.py [--n 100000] [--files 10] [--real]
+
+Phases (in-process, one run each after one warm-up, the collector paused as the CLI does):
+import, load (read + parse + shape check), compile, describe (request + decode), diff, checks
+(versions, lint, notes), encode (plan JSON), write. End to end (processes, as a user runs them;
+wall seconds and peak RSS from ``/usr/bin/time``-like ``wait4``):
+
+- ``kqplan plan DIR --bootstrap-server SANDBOX --format json --out plan.json`` warm, and on the
+  sandbox's first describe after a committed alter;
+- ``kqplan validate`` of N, of N/10 and of one small file; ``kqplan --help``;
+- the sandbox's own time to answer a describe-all right after a commit;
+- with ``--real``: 1000-entity apply, no-op plan and 10 % change on a fresh real Kafka broker
+  (tests/kafka), with the number of verify polls from ``--report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+KQPLAN = Path(sys.executable).with_name("kqplan")
+
+
+def timed(args: list[str]) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
+    """Wall seconds and peak RSS (KiB) of one process, measured by GNU time (``wait4`` in this
+    process would count the pages the child inherited from the fork, before its exec)."""
+    with tempfile.NamedTemporaryFile("r") as report:
+        done = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%e %M", *args],
+                              capture_output=True, check=False)
+        wall, rss = report.read().split()[-2:]
+    return float(wall), int(rss), done
+
+
+def write_fleet(directory: Path, n: int, files: int) -> tuple[Path, Path]:
+    """``files`` manifests holding N entities together, and the drifted snapshot (generate.py)."""
+    from benchmarks.generate import drifted_state, manifest_text
+    from kqplan.state import write_snapshot
+
+    manifests = directory / f"m{n}"
+    manifests.mkdir(parents=True, exist_ok=True)
+    entries = manifest_text(n).split("\n  - ")[1:]
+    per = -(-n // files)
+    for f in range(files):
+        chunk = entries[f * per:(f + 1) * per]
+        body = "".join(f"  - {e.rstrip()}\n" for e in chunk)
+        header = "apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n"
+        (manifests / f"q{f:02d}.yaml").write_text(header + body)
+    seed = directory / f"seed-{n}.json"
+    write_snapshot(seed, drifted_state(n), "bench")
+    return manifests, seed
+
+
+@contextmanager
+def sandbox(seed: Path, log: Path | None = None) -> Iterator[str]:
+    args = [sys.executable, "-m", "kqplan.sandbox", "--port", "0", "--seed", str(seed)]
+    if log is not None:
+        args += ["--request-log", str(log)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def touch_cluster(bootstrap: str) -> None:
+    """One committed alter (a new entity), so the sandbox's next describe is a first one."""
+    subprocess.run([str(KQPLAN), "alter", "--bootstrap-server", bootstrap, "--names",
+                    f"user=touch-{time.time_ns()}", "--add", "producer_byte_rate=1024"],
+                   check=True, capture_output=True)
+
+
+def phases(manifests: Path, bootstrap: str) -> dict[str, float]:
+    """In-process split of one ``plan --format json --out`` (second of two runs)."""
+    t0 = time.perf_counter()
+    from kqplan.cluster.connection import config_from_properties
+    from kqplan.cluster.kafka import KafkaCluster
+    from kqplan.commands.plan import check_versions, compute_plan, lint_warnings
+    from kqplan.config import ProjectConfig
+    from kqplan.manifest.compile import compile_manifests
+    from kqplan.manifest.loader import load
+    from kqplan.perf import paused_gc
+    from kqplan.planfile import dumps_plan
+    from kqplan.state import write_atomically
+    from kqplan.versions import ClusterProfile
+
+    imported = time.perf_counter() - t0
+    result: dict[str, float] = {}
+    for _ in range(2):
+        config = ProjectConfig()
+        marks = [time.perf_counter()]
+        with paused_gc():
+            loaded = load([manifests], config)
+            marks.append(time.perf_counter())
+            desired = compile_manifests(loaded.manifests, config)
+            marks.append(time.perf_counter())
+            with KafkaCluster(config_from_properties("", bootstrap=bootstrap, source="bench", env={})) as c:
+                c.identity()
+                actual = c.describe()
+                marks.append(time.perf_counter())
+                plan = compute_plan(desired, c, config, actual=actual)
+                marks.append(time.perf_counter())
+            check_versions(desired, ClusterProfile())
+            lint_warnings(desired, plan)
+            marks.append(time.perf_counter())
+            encoded = dumps_plan(plan)
+            marks.append(time.perf_counter())
+            with tempfile.TemporaryDirectory() as tmp:
+                write_atomically(Path(tmp) / "plan.json", encoded)
+            marks.append(time.perf_counter())
+        names = ("load", "compile", "describe", "diff", "checks", "encode", "write")
+        result = {name: marks[i + 1] - marks[i] for i, name in enumerate(names)}
+    return {"import": imported, **result}
+
+
+def sandbox_first_describe(seed: Path) -> float:
+    """The sandbox's own time to answer a describe-all right after a committed alter."""
+    from kqplan.sandbox import apis
+    from kqplan.sandbox.engine import AlterEntry, QuotaEngine, WireOp
+    from kqplan.state import read_snapshot
+
+    engine = QuotaEngine(read_snapshot(seed)[0])
+    best = float("inf")
+    for i in range(3):
+        engine.alter([AlterEntry((("user", f"touch-{i}"),), (WireOp("producer_byte_rate", 1024.0, False),))],
+                     False, version=1)
+        t0 = time.perf_counter()
+        apis.describe_response(1, engine.describe([], False, version=1))
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--real", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kqplan-phases-"))
+    manifests, seed = write_fleet(work, args.n, args.files)
+    small, _ = write_fleet(work / "small", max(args.n // 10, 1), args.files)
+    one = work / "one.yaml"
+    one.write_text("apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n"
+                   "  - user: alice\n    quotas:\n      producer_byte_rate: 1MiB\n")
+    rows: list[tuple[str, str]] = []
+    with sandbox(seed) as bootstrap:
+        plan_args = [str(KQPLAN), "plan", str(manifests), "--bootstrap-server", bootstrap,
+                     "--format", "json", "--out", str(work / "plan.json")]
+        touch_cluster(bootstrap)
+        wall, rss, done = timed(plan_args)
+        assert done.returncode == 0, done.stderr.decode()
+        rows.append((f"plan {args.n} (sandbox, first describe after a change)",
+                     f"{wall:.2f} s, {rss // 1024} MiB"))
+        wall, rss, done = timed(plan_args)
+        rows.append((f"plan {args.n} (sandbox, warm)", f"{wall:.2f} s, {rss // 1024} MiB"))
+        for name, value in phases(manifests, bootstrap).items():
+            rows.append((f"  phase {name}", f"{value:.3f} s"))
+    rows.append(("sandbox: describe-all answer after a commit (in-process, encode included)",
+                 f"{sandbox_first_describe(seed):.3f} s"))
+    for label, target in ((f"validate {args.n}", manifests), (f"validate {args.n // 10}", small),
+                          ("validate one small file", one)):
+        wall, rss, done = timed([str(KQPLAN), "validate", str(target)])
+        assert done.returncode == 0, done.stderr.decode()
+        rows.append((label, f"{wall:.2f} s, {rss // 1024} MiB"))
+    wall, _, _ = timed([str(KQPLAN), "--help"])
+    rows.append(("kqplan --help", f"{wall:.2f} s"))
+    print("| measure | result |\n|---|---|")
+    for label, value in rows:
+        print(f"| {label} | {value} |")
+    print(json.dumps({"workdir": str(work)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""apply's verify waits no longer than the broker needs and says how many describes it took
+(``verify`` in ``--report``), on the sandbox (no lag) and the real broker (tens of ms of lag)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.apply_live_test import Live, kq, live, manifests, prefix  # noqa: F401  (fixtures)
+
+BODY = """\
+entities:
+""" + "".join(f"  - user: P-{i}\n    quotas: {{producer_byte_rate: {1024 * (i + 1)}}}\n" for i in range(200))
+
+
+def test_verify_reports_its_polls(live: Live, prefix: str, tmp_path: Path) -> None:  # noqa: F811
+    report = tmp_path / "report.json"
+    done = kq(live, "apply", manifests(tmp_path, prefix, BODY), "--auto-approve", "--report", report)
+    assert done.exit_code == 0, done.output
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["applied"] == 200
+    polls, seconds = doc["verify"]["polls"], doc["verify"]["seconds"]
+    assert polls >= 1
+    assert doc["requests"]["describe"] == polls  # the protocol describes only to verify
+    if live.name == "sandbox":
+        assert polls == 1  # the sandbox shows a committed alter at once
+    # 20, 30, 45, ... ms between polls: a lag of tens of ms costs a few polls, never seconds
+    assert seconds < 2.0, doc["verify"]
