@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kqplan.entity import Entity, Name
@@ -110,6 +111,9 @@ def write_snapshot(path: Path, state: QuotaState, cluster_id: str | None) -> Non
 
 
 def fingerprint(state: QuotaState) -> str:
-    """A stable digest of a state, recorded in plans to tell whether the cluster moved."""
-    lines = sorted(f"{entity.parts!r}\t{sorted(quotas.items())!r}" for entity, quotas in state.items())
-    return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]
+    """A stable digest of a state (whatever the order of entities and keys), recorded in plans
+    to tell whether the cluster moved (apply itself checks each change's ``before``). orjson
+    sorts and writes it in C, faster than a formatted line per entity; values differ from
+    kqplan 0.2's."""
+    doc = {repr(entity.parts): quotas for entity, quotas in state.items()}
+    return "sha256:" + hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]

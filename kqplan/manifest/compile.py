@@ -21,6 +21,7 @@ from kqplan.diagnostics import Diagnostic, Severity, did_you_mean, sort_key
 from kqplan.entity import (
     BUILTIN_TYPES,
     CLIENT_ID,
+    DEFAULT_NAME,
     IP,
     USER,
     Entity,
@@ -43,6 +44,7 @@ from kqplan.metadata import Metadata
 from kqplan.ownership import Ownership, ScopePattern
 from kqplan.perf import paused_gc
 from kqplan.quotas import (
+    CLIENT_KEYS,
     QUOTA_KEYS,
     entity_error,
     key_error,
@@ -53,6 +55,15 @@ from kqplan.units import UnitError, parse_bytes
 
 _ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "metadata", "quotas")
 _ENTRY_FIELD_SET = frozenset(_ENTRY_FIELDS)
+_PLAIN_FIELDS = frozenset({USER, CLIENT_ID, "quotas"})
+_ABSENT: Any = object()
+_CLIENT_KEY_SET = frozenset(CLIENT_KEYS)
+
+
+def _plain_name(name: str) -> bool:
+    # Non-empty, printable (check_names has nothing to say), no escape to undo; "<default>" is fine.
+    return name != "" and name.isprintable() and name[0] != "\\"
+
 _EXACT_DOUBLE_LIMIT = 2**53
 
 
@@ -265,7 +276,10 @@ class _Compiler:
     def add_entities(self, loaded: LoadedManifest, layer: int = 0) -> None:
         source = loaded.source
         doc_meta = _metadata(loaded.raw.get("metadata"))
+        plain = self.add_plain if doc_meta is None else None
         for i, raw in enumerate(loaded.raw.get("entities") or ()):
+            if plain is not None and raw.keys() <= _PLAIN_FIELDS and plain(source, i, raw, layer):
+                continue
             loc: Loc = ("entities", i)
             parts: list[tuple[str, Name]] = []
             ok = True
@@ -298,6 +312,44 @@ class _Compiler:
             if not self.check_names(source, loc, entity):
                 continue
             self.add_entry(source, loc, entity, raw, layer=layer, doc_meta=doc_meta)
+
+    def add_plain(self, source: SourceFile, index: int, raw: dict[str, Any], layer: int) -> bool:
+        """The common entry, fast: ``user``/``client-id`` with plain names and quotas whose values
+        were seen valid before. Anything else (a first-seen value, an escape, a repeat, a
+        problem) answers False without reporting, and the general path below takes the entry:
+        it is the one place rules and messages live (this adds nothing it would not)."""
+        user = raw.get(USER, _ABSENT)
+        client = raw.get(CLIENT_ID, _ABSENT)
+        quotas_raw = raw.get("quotas")
+        if quotas_raw.__class__ is not dict or not quotas_raw:
+            return False
+        if user is not _ABSENT and (user.__class__ is not str or not _plain_name(user)):
+            return False  # `user: null` and odd names: the general path says why
+        if client is not _ABSENT and (client.__class__ is not str or not _plain_name(client)):
+            return False
+        if client is _ABSENT:
+            if user is _ABSENT:
+                return False
+            parts: tuple[tuple[str, Name], ...] = ((USER, None if user == DEFAULT_NAME else user),)
+        elif user is _ABSENT:
+            parts = ((CLIENT_ID, None if client == DEFAULT_NAME else client),)
+        else:
+            parts = ((USER, None if user == DEFAULT_NAME else user),
+                     (CLIENT_ID, None if client == DEFAULT_NAME else client))
+        cached = self.values.get
+        quotas: dict[str, float] = {}
+        for key, value_raw in quotas_raw.items():
+            value = cached((key, value_raw.__class__, value_raw)) if key in _CLIENT_KEY_SET else None
+            if value is None:
+                return False
+            quotas[key] = value
+        entity = Entity(parts)
+        state = self.state
+        if entity in state.origins or (state.absent and entity in state.absent):
+            return False  # a repeat or an override: the general path reports or merges it
+        state.origins[entity] = Origin(source, ("entities", index), layer)
+        state.quotas[entity] = quotas
+        return True
 
     def add_entry(self, source: SourceFile, loc: Loc, entity: Entity, raw: dict[str, Any], *,
                   layer: int, doc_meta: Metadata | None) -> None:
