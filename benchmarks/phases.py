@@ -143,11 +143,59 @@ def sandbox_first_describe(seed: Path) -> float:
     return best
 
 
+def users_manifest(path: Path, n: int, *, changed_every: int = 0) -> Path:
+    """N ``{user}`` entities with 2 keys (every ``changed_every``-th with another value)."""
+    body = "".join(
+        f"  - user: bench-{i}\n    quotas: {{producer_byte_rate: "
+        f"{2048 if changed_every and i % changed_every == 0 else 1024}, consumer_byte_rate: 4096}}\n"
+        for i in range(n))
+    path.write_text(f"apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n{body}")
+    return path
+
+
+def real_broker(work: Path, n: int, big: int | None) -> list[tuple[str, str]]:
+    """1000-entity apply, no-op plan and 10 % change on a fresh real broker (tests/kafka)."""
+    from tests.kafka.broker import KafkaBroker, ensure_kafka_libs, kafka_version
+
+    version = kafka_version()
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as home, \
+            KafkaBroker(ensure_kafka_libs(version), Path(home), version) as broker:
+        target = ["--bootstrap-server", broker.bootstrap]
+        first = users_manifest(work / "real.yaml", n)
+        for label, args in (
+                (f"real Kafka {version}: apply {n} new entities", ["apply", str(first), "--auto-approve"]),
+                (f"real Kafka {version}: no-op plan of {n}", ["plan", str(first)]),
+                (f"real Kafka {version}: apply a 10 % change of {n}",
+                 ["apply", str(users_manifest(work / "real-changed.yaml", n, changed_every=10)), "--auto-approve"])):
+            report = work / "report.json"
+            extra = ["--report", str(report)] if args[0] == "apply" else []
+            wall, rss, done = timed([str(KQPLAN), *args, *extra, *target])
+            assert done.returncode == 0, done.stdout.decode()[-2000:] + done.stderr.decode()
+            polls = ""
+            if extra:
+                verify = json.loads(report.read_text())["verify"]
+                polls = f", verify {verify['polls']} describe(s) in {verify['seconds']} s"
+            rows.append((label, f"{wall:.2f} s, {rss // 1024} MiB{polls}"))
+        if big:
+            manifests = users_manifest(work / "real-big.yaml", big)
+            done = subprocess.run([str(KQPLAN), "apply", str(manifests), "--auto-approve", *target],
+                                  capture_output=True, check=False)
+            assert done.returncode == 0, done.stderr.decode()
+            wall, rss, done = timed([str(KQPLAN), "plan", str(manifests), "--format", "json", "--out",
+                                     str(work / "plan-real.json"), *target])
+            rows.append((f"real Kafka {version}: plan {big} (no changes), --format json --out",
+                         f"{wall:.2f} s, {rss // 1024} MiB"))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=10)
-    parser.add_argument("--real", action="store_true")
+    parser.add_argument("--real", action="store_true", help="also the real Kafka broker (tests/kafka)")
+    parser.add_argument("--real-n", type=int, default=1000)
+    parser.add_argument("--real-big", type=int, default=None, help="also plan this many on the real broker")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kqplan-phases-"))
     manifests, seed = write_fleet(work, args.n, args.files)
@@ -177,6 +225,8 @@ def main() -> None:
         rows.append((label, f"{wall:.2f} s, {rss // 1024} MiB"))
     wall, _, _ = timed([str(KQPLAN), "--help"])
     rows.append(("kqplan --help", f"{wall:.2f} s"))
+    if args.real:
+        rows += real_broker(work, args.real_n, args.real_big)
     print("| measure | result |\n|---|---|")
     for label, value in rows:
         print(f"| {label} | {value} |")

@@ -56,7 +56,7 @@ class SourceFile:
         """Line and column of ``entities[index]`` in a block-style list (one scan of the file, on
         first use); None for other layouts."""
         if self._items is None:
-            from kqplan.manifest.positions import entity_items
+            from kqplan.manifest.items import entity_items
 
             self._items = entity_items(self.text)
         return self._items[index] if 0 <= index < len(self._items) else None

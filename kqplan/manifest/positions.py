@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 
 from kqplan.diagnostics import Diagnostic, Related, Span
+from kqplan.manifest.items import ENTITIES_HEAD as _ENTITIES
+from kqplan.manifest.items import ITEM as _ITEM
 
 Loc = tuple[str | int, ...]
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -89,27 +91,6 @@ class Locator:
 
 
 FAST_LOCATE_BYTES = 1 << 20
-_ENTITIES = re.compile(r"^entities:[ \t]*(?:#.*)?$", re.M)
-_ITEM = re.compile(r"^([ ]*)- ", re.M)
-
-
-def entity_items(text: str) -> list[tuple[int, int]]:
-    """(line, column) of every item of a block-style ``entities:`` list, in order ([] otherwise)."""
-    head = _ENTITIES.search(text)
-    if head is None:
-        return []
-    first = _ITEM.search(text, head.end())
-    if first is None:
-        return []
-    # An item is a line starting with exactly the first item's indent and "- " (a deeper list's
-    # item has a space where this one has "-"); split + startswith runs in C, 10x a regex scan.
-    prefix = first.group(0)
-    base = text.count("\n", 0, first.start()) + 1
-    column = len(prefix) + 1
-    return [(base + i, column) for i, line in enumerate(text[first.start():].split("\n"))
-            if line.startswith(prefix)]
-
-
 def fast_span(path: str, text: str, loc: Loc, *, at_key: bool = False) -> Span | None:
     """The place of ``('entities', i, key, ...)`` in a block-style entity list, by scanning lines;
     None when the file is laid out otherwise (the caller composes it then)."""
