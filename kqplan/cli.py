@@ -467,6 +467,11 @@ def resolve(
     return run(body, json_errors=fmt == "json")
 
 
+class _SandboxFlavor(StrEnum):
+    KRAFT = "kraft"
+    ZK = "zk"
+
+
 @app.command()
 def sandbox(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.", metavar="HOST")] = "127.0.0.1",
@@ -498,13 +503,18 @@ def sandbox(
     lag_ms: Annotated[int, typer.Option(
         "--lag-ms", help="Serve the pre-alter state to describes for this long (read-after-write lag).",
             metavar="MS")] = 0,
+    flavor: Annotated[_SandboxFlavor, typer.Option(
+        "--flavor", help="Answer as a KRaft 4.3 broker (kraft) or a ZooKeeper-mode 3.9 broker (zk).",
+        case_sensitive=False)] = _SandboxFlavor.KRAFT,
 ) -> int:
     """Run the sandbox broker: a Kafka-wire client-quota broker that behaves like Kafka."""
     from kqplan.commands.sandbox import sandbox_command
+    from kqplan.sandbox import Flavor
 
     return run(lambda: sandbox_command(
         host=host, port=port, state=state, seed=seed, cluster_id=cluster_id, request_log=request_log,
-        sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=_streams()))
+        sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=_streams(),
+        flavor=Flavor(flavor.value)))
 
 
 SCHEMAS = ("manifest", "plan", "report", "errors")

@@ -10,6 +10,7 @@ from kqplan.sandbox.broker import (
     SaslUser,
 )
 from kqplan.sandbox.faults import Drop, Fault, Faults
+from kqplan.sandbox.flavors import Flavor
 
-__all__ = ["DEFAULT_CLUSTER_ID", "Drop", "Fault", "Faults", "Listener", "Operation", "RequestRecord",
-           "Sandbox", "SandboxConfig", "SaslUser"]
+__all__ = ["DEFAULT_CLUSTER_ID", "Drop", "Fault", "Faults", "Flavor", "Listener", "Operation",
+           "RequestRecord", "Sandbox", "SandboxConfig", "SaslUser"]

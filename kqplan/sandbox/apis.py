@@ -145,7 +145,7 @@ def describe_response(version: int, result: DescribeResult) -> bytes:
     flexible = version >= 1
     tag = b"\x00" if flexible else b""
     strings: dict[str, bytes] = {}  # types and keys repeat: encode each once
-    floats: dict[float, bytes] = {}
+    floats: dict[float, bytes] = {}  # zeros bypass it: 0.0 == -0.0, but their bytes differ
     pack_double = _F64.pack
 
     def string(text: str) -> bytes:
@@ -178,7 +178,7 @@ def describe_response(version: int, result: DescribeResult) -> bytes:
             append(count(len(values)))
             for key, value in values:
                 append(cached(key))
-                packed = floats.get(value)
+                packed = floats.get(value) if value else None
                 if packed is None:
                     packed = floats[value] = pack_double(value)
                 append(packed)

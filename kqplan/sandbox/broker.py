@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kqplan.entity import Entity
-from kqplan.sandbox import apis
+from kqplan.sandbox import apis, flavors
 from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
 from kqplan.sandbox.faults import Drop, Fault, Faults
+from kqplan.sandbox.flavors import Flavor, new_engine
 from kqplan.state import QuotaState, snapshot_to_json, write_atomically
 
 DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
@@ -87,6 +88,8 @@ class SandboxConfig:
     faults: Sequence[Fault] = ()
     lag_ms: int = 0
     resolve_host: Callable[[str], bool] | None = None
+    flavor: Flavor = Flavor.KRAFT
+    """Answer as a KRaft 4.3 broker (default) or as a ZooKeeper-mode 3.9 one (docs/zk-rules.md)."""
 
     @property
     def listeners(self) -> tuple[Listener, ...]:
@@ -136,7 +139,7 @@ class Sandbox:
             from kqplan.state import read_snapshot
 
             seed, _ = read_snapshot(config.state_file)
-        self.engine = QuotaEngine(seed, resolve_host=config.resolve_host)
+        self.engine = new_engine(config.flavor, seed, resolve_host=config.resolve_host)
         self.cluster_id = config.cluster_id
         self.faults = Faults(lag_ms=config.lag_ms)
         for fault in config.faults:
@@ -294,8 +297,8 @@ class Sandbox:
         key, version = header.api_key, header.api_version
         if key == apis.API_VERSIONS:
             self._record(header, conn)
-            return apis.frame(header.correlation_id, key, 0 if version > 3 else version,
-                              apis.api_versions(version))
+            answered, body = flavors.api_versions(self.config.flavor, version)
+            return apis.frame(header.correlation_id, key, answered, body)
         low_high = apis.SUPPORTED.get(key)
         if low_high is None or not low_high[0] <= version <= low_high[1]:
             raise _Close  # Kafka cannot parse it and closes the connection
@@ -425,7 +428,7 @@ class Sandbox:
         if changed:
             self._describe_cache.clear()
             if before is not None:
-                stale = QuotaEngine(before, resolve_host=self.config.resolve_host)
+                stale = new_engine(self.config.flavor, before, resolve_host=self.config.resolve_host)
                 self._stale = (time.monotonic() + self.faults.lag_ms / 1000, stale)
             if self.config.state_file is not None:
                 # before the answer: an acknowledged alter is on disk (temp file, fsync, rename)
