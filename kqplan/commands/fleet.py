@@ -127,20 +127,22 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
 
     q = parse_stat(stat)
     entries = clusters.select(config, names)
-    samples = read_usage(usage)
     results = clusters.each(entries, lambda entry: clusters.plan(entry, config))
     errors = {r.cluster: r.error for r in results if r.error is not None}
     states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
               for r in results if r.value is not None}
     with streams.progress() as progress:
-        progress(f"Resolving {len(samples)} samples")
         if engine is Engine.SPARK:
             from kqplan.fleet.spark import impact_rows as spark_impact_rows
-            from kqplan.fleet.spark import session
+            from kqplan.fleet.spark import session, usage_frame
 
+            progress("Resolving the usage on Spark")
             with session(master=spark_master, remote=spark_remote) as spark:
-                rows, unused = spark_impact_rows(spark, states, samples, q)
+                # Spark reads the usage files itself: 10^7 samples never pass through this process
+                rows, unused = spark_impact_rows(spark, states, usage_frame(spark, usage), q)
         else:
+            samples = read_usage(usage)
+            progress(f"Resolving {len(samples)} samples")
             rows, unused = impact_rows(states, samples, q)
     out.mkdir(parents=True, exist_ok=True)
     from kqplan.fleet.tables import chart, write_impact, write_unused

@@ -87,10 +87,10 @@ def statistic(values: Sequence[float], q: float | None) -> float:
 # -- reading usage ---------------------------------------------------------------------------------
 
 _USAGE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
-_COLUMNS_HINT = f"columns: cluster, user, client_id and any of {', '.join(USAGE_KEYS)}"
+COLUMNS_HINT = f"columns: cluster, user, client_id and any of {', '.join(USAGE_KEYS)}"
 
 
-def _files(paths: Sequence[Path]) -> Iterator[Path]:
+def usage_files(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir():
             yield from sorted(p for p in path.rglob("*") if p.suffix in _USAGE_SUFFIXES
@@ -122,11 +122,11 @@ def _records(path: Path) -> Iterator[Mapping[str, object]]:
 def read_usage(paths: Sequence[Path]) -> list[Sample]:
     """Samples from CSV, JSON lines or Parquet files (or directories of them)."""
     samples: list[Sample] = []
-    for path in _files(paths):
+    for path in usage_files(paths):
         for i, record in enumerate(_records(path), start=1):
             cluster, user = record.get("cluster"), record.get("user")
             if not isinstance(cluster, str) or not cluster or not isinstance(user, str) or not user:
-                raise KqplanError(f"{path}: row {i}: cluster and user are required", hint=_COLUMNS_HINT)
+                raise KqplanError(f"{path}: row {i}: cluster and user are required", hint=COLUMNS_HINT)
             client = record.get("client_id")
             client_id = "" if client is None else str(client)  # empty = a client that sends none
             for key in USAGE_KEYS:

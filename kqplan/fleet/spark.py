@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from kqplan.entity import CLIENT_ID, USER, EntityKind
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
-from kqplan.fleet.impact import USAGE_KEYS, ImpactRow, Sample, UnusedRow
+from kqplan.fleet.impact import COLUMNS_HINT, USAGE_KEYS, ImpactRow, Sample, UnusedRow, usage_files
 from kqplan.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.state import QuotaState
 
@@ -91,14 +92,77 @@ def _slot(match: Match, name: str | None) -> str:
     return "A" if match is Match.ABSENT else "D" if name is None else f"N:{name}"
 
 
-def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
-                samples: Sequence[Sample], q: float | None) -> tuple[list[ImpactRow], list[UnusedRow]]:
-    """The rows of :func:`kqplan.fleet.impact.impact_rows`, by joining every principal against
-    the eight precedence levels (the quota side broadcast) and taking the first that sets the key."""
+_SAMPLE = "cluster string, user string, client_id string, key string, value double"
+
+
+def samples_frame(spark: Any, samples: Sequence[Sample]) -> Any:
+    """Samples already in this process as a DataFrame (tests, small inputs)."""
+    return spark.createDataFrame([(s.cluster, s.user, s.client_id, s.key, s.value) for s in samples], _SAMPLE)
+
+
+def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
+    """The usage files read by Spark itself, never through this process's memory (the point of
+    the engine at 10^7 samples), as ``(cluster, user, client_id, key, value)`` rows under the
+    local reader's rules (:func:`kqplan.fleet.impact.read_usage`): cluster and user required, an
+    empty or missing client_id is the empty string, a key's empty cell is no sample, any other
+    value must be a number."""
     from pyspark.sql import functions as F
 
-    usage = spark.createDataFrame([(s.cluster, s.user, s.client_id, s.key, s.value) for s in samples],
-                                  "cluster string, user string, client_id string, key string, value double")
+    from kqplan.errors import KqplanError
+
+    by_kind: dict[str, list[str]] = {}
+    for path in usage_files(paths):
+        kind = {".csv": "csv", ".parquet": "parquet"}.get(path.suffix, "json")
+        by_kind.setdefault(kind, []).append(str(path))
+    frames = []
+    for kind, files in sorted(by_kind.items()):
+        if kind == "csv":
+            frame = spark.read.option("header", True).csv(files)  # every column a string
+        elif kind == "json":
+            frame = spark.read.option("primitivesAsString", True).json(files)
+        else:
+            frame = spark.read.parquet(*files)
+        present = set(frame.columns)
+
+        def column(name: str, present: set[str] = present) -> Any:
+            return F.col(f"`{name}`").cast("string") if name in present else F.lit(None).cast("string")
+
+        frames.append(frame.select(
+            column("cluster").alias("cluster"), column("user").alias("user"),
+            F.coalesce(column("client_id"), F.lit("")).alias("client_id"),
+            *(column(k).alias(k) for k in USAGE_KEYS), F.input_file_name().alias("file")))
+    if not frames:
+        return spark.createDataFrame([], _SAMPLE)
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    stacked = rows.select(
+        "cluster", "user", "client_id", "file",
+        F.expr(f"stack({len(USAGE_KEYS)}, " + ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS) +
+               ") as (key, raw)"))
+    samples = stacked.where(F.col("raw").isNotNull() & (F.col("raw") != ""))
+    unnamed = (F.col("cluster").isNull() | (F.col("cluster") == "") | F.col("user").isNull()
+               | (F.col("user") == ""))
+    not_number = F.col("raw").try_cast("double").isNull()  # Spark 4 is ANSI: cast would throw
+    # one pass over the data finds the first problem of either kind
+    problem = stacked.where(unnamed).select("file", F.lit(None).alias("key"), F.lit(None).alias("raw")) \
+        .unionByName(samples.where(not_number).select("file", "key", "raw")).limit(1).collect()
+    if problem:
+        where = problem[0]["file"].removeprefix("file://")
+        if problem[0]["key"] is None:
+            raise KqplanError(f"{where}: a row has no cluster or user (both are required)",
+                              hint=COLUMNS_HINT)
+        raise KqplanError(f"{where}: {problem[0]['key']} is not a number: {problem[0]['raw']!r}")
+    return samples.select("cluster", "user", "client_id", "key", F.col("raw").try_cast("double").alias("value"))
+
+
+def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
+                usage: Any, q: float | None) -> tuple[list[ImpactRow], list[UnusedRow]]:
+    """The rows of :func:`kqplan.fleet.impact.impact_rows` from a samples DataFrame
+    (:func:`usage_frame`, :func:`samples_frame`), by joining every principal against the eight
+    precedence levels (the quota side broadcast) and taking the first that sets the key."""
+    from pyspark.sql import functions as F
+
     stat = F.max("value") if q is None else F.expr(f"percentile(value, {q!r})")
     stats = usage.groupBy("cluster", "user", "client_id", "key").agg(stat.alias("usage"))
     principals = (usage.select("cluster", "user", "client_id").distinct()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kqplan.entity import Entity
 from kqplan.fleet.impact import USAGE_KEYS, Sample, impact_rows, parse_stat, statistic
 from kqplan.fleet.spark import impact_rows as spark_impact_rows
+from kqplan.fleet.spark import samples_frame
 from kqplan.resolve import resolve
 
 users = st.sampled_from(["alice", "bob", "with space", "日本"])
@@ -33,7 +34,7 @@ samples = st.lists(st.builds(Sample, st.just("c"), users, clients, st.sampled_fr
 def test_both_engines_agree_and_match_resolve(spark, before, after, usage, stat):
     q = parse_stat(stat)
     local = impact_rows({"c": (before, after)}, usage, q)
-    on_spark = spark_impact_rows(spark, {"c": (before, after)}, usage, q)
+    on_spark = spark_impact_rows(spark, {"c": (before, after)}, samples_frame(spark, usage), q)
     assert on_spark[1] == local[1]
     assert len(on_spark[0]) == len(local[0])
     for a, b in zip(local[0], on_spark[0], strict=True):
