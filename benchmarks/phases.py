@@ -167,7 +167,8 @@ def real_broker(work: Path, n: int, big: int | None) -> list[tuple[str, str]]:
                 (f"real Kafka {version}: apply {n} new entities", ["apply", str(first), "--auto-approve"]),
                 (f"real Kafka {version}: no-op plan of {n}", ["plan", str(first)]),
                 (f"real Kafka {version}: apply a 10 % change of {n}",
-                 ["apply", str(users_manifest(work / "real-changed.yaml", n, changed_every=10)), "--auto-approve"])):
+                 ["apply", str(users_manifest(work / "real-changed.yaml", n, changed_every=10)),
+                  "--auto-approve"])):
             report = work / "report.json"
             extra = ["--report", str(report)] if args[0] == "apply" else []
             wall, rss, done = timed([str(KQPLAN), *args, *extra, *target])

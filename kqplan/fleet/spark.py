@@ -153,7 +153,8 @@ def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
             raise KqplanError(f"{where}: a row has no cluster or user (both are required)",
                               hint=COLUMNS_HINT)
         raise KqplanError(f"{where}: {problem[0]['key']} is not a number: {problem[0]['raw']!r}")
-    return samples.select("cluster", "user", "client_id", "key", F.col("raw").try_cast("double").alias("value"))
+    value = F.col("raw").try_cast("double").alias("value")
+    return samples.select("cluster", "user", "client_id", "key", value)
 
 
 def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],

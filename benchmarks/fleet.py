@@ -1,0 +1,160 @@
+"""The fleet pipeline, local engine vs Spark: wall time and peak memory of the whole process tree
+(the JVM included), on synthetic fleets.
+
+Run: .venv/bin/python benchmarks/fleet.py [--sizes plan1,plan10,usage1m,usage10m] [--budget-gib 4]
+
+- ``plan1`` / ``plan10``: ``kqplan fleet plan --out DIR`` over 1 and 10 clusters of 100k entities
+  each (offline: snapshots, generate.py's drifted state), ``--engine local`` then ``spark``.
+- ``usage1m`` / ``usage10m``: ``kqplan fleet impact --stat p99`` over 10 clusters of 10k entities
+  with 1M and 10M usage samples (Parquet, 100k principals).
+- ``usageNm`` for any N (e.g. ``usage30m``): to find where the local engine passes the budget.
+
+Peak memory is the largest sum of RSS over the command's process tree, sampled every 50 ms from
+/proc. A run over ``--budget-gib`` is stopped and recorded as over budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+KQPLAN = Path(sys.executable).with_name("kqplan")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(root: int) -> int:
+    """Bytes of RSS of ``root`` and all its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            rss[int(entry)] = int(fields[21]) * PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def measure(args: list[str], budget: int, cwd: Path) -> tuple[float, int, str]:
+    """Wall seconds, peak tree RSS (bytes), and "ok" / "over budget" / "failed: ..."."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    peak, verdict = 0, "ok"
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc.pid))
+        if peak > budget:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            verdict = "over budget"
+            break
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if verdict == "ok" and proc.returncode not in (0, 2):
+        verdict = "failed: " + (err.strip().splitlines() or ["?"])[-1][:200]
+    return wall, peak, verdict
+
+
+def write_fleet(work: Path, clusters: int, n: int) -> Path:
+    """``clusters`` inventory entries, each a manifest of N entities and a drifted snapshot."""
+    from benchmarks.generate import drifted_state, manifest_text
+    from kqplan.state import write_snapshot
+
+    manifest = work / f"manifests-{n}" / "quotas.yaml"
+    if not manifest.exists():
+        manifest.parent.mkdir(parents=True)
+        manifest.write_text(manifest_text(n))
+    snapshot = work / f"snapshot-{n}.json"
+    if not snapshot.exists():
+        write_snapshot(snapshot, drifted_state(n), None)
+    lines = [f'[clusters.c{i:02d}]\nsnapshot = "{snapshot}"\nmanifests = ["{manifest.parent}"]\n'
+             for i in range(clusters)]
+    home = work / f"fleet-{clusters}x{n}"
+    home.mkdir(exist_ok=True)
+    (home / "kqplan.toml").write_text("\n".join(lines))
+    return home
+
+
+def write_usage(directory: Path, samples: int, clusters: int, n: int, principals: int = 100_000) -> Path:
+    """Parquet usage files (1M rows each): principals spread over the clusters, generate.py's
+    names (so they resolve to the fleet's entities), rates around the quotas."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if directory.exists():
+        return directory
+    directory.mkdir(parents=True)
+    rng = np.random.default_rng(7)
+    chunk = 1_000_000
+    names = np.array([f"user-{i}" for i in range(n)], dtype=object)
+    clients = np.array([f"client-{i}" for i in range(n)] + [""], dtype=object)
+    cluster_names = np.array([f"c{i:02d}" for i in range(clusters)], dtype=object)
+    for part, start in enumerate(range(0, samples, chunk)):
+        size = min(chunk, samples - start)
+        principal = rng.integers(0, principals, size)
+        table = pa.table({
+            "cluster": cluster_names[principal % clusters],
+            "user": names[principal % n],
+            "client_id": clients[np.where(principal % 7 == 0, n, principal % n)],
+            "producer_byte_rate": rng.gamma(2.0, 400_000.0, size),
+            "consumer_byte_rate": rng.gamma(2.0, 800_000.0, size),
+            "request_percentage": rng.uniform(0, 40, size),
+            "ts": np.full(size, 1_763_900_000 + part, dtype=np.int64),
+        })
+        pq.write_table(table, directory / f"part-{part:03d}.parquet")
+    return directory
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="plan1,plan10,usage1m,usage10m")
+    parser.add_argument("--budget-gib", type=float, default=4.0)
+    parser.add_argument("--work", type=Path, default=None)
+    args = parser.parse_args()
+    budget = int(args.budget_gib * 2**30)
+    work = args.work or Path(tempfile.mkdtemp(prefix="kqplan-fleet-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print("| workload | engine | wall s | peak RSS of the process tree MiB | result |")
+    print("|---|---|---|---|---|")
+    for size in args.sizes.split(","):
+        if size.startswith("plan"):
+            clusters = int(size.removeprefix("plan"))
+            home = write_fleet(work, clusters, 100_000)
+            label = f"fleet plan, {clusters} x 100k entities"
+            base = [str(KQPLAN), "fleet", "plan", "--out"]
+            runs = [(engine, [*base, str(home / f"out-{engine}"), "--engine", engine]) for engine in
+                    ("local", "spark")]
+        else:
+            samples = int(float(size.removeprefix("usage").removesuffix("m")) * 1_000_000)
+            home = write_fleet(work, 10, 10_000)
+            usage = write_usage(work / f"usage-{size}", samples, 10, 10_000)
+            label = f"fleet impact --stat p99, {samples / 1e6:g}M samples, 10 x 10k entities"
+            runs = [(engine, [str(KQPLAN), "fleet", "impact", "--usage", str(usage), "--stat", "p99",
+                              "--out", str(home / f"impact-{size}-{engine}"), "--engine", engine])
+                    for engine in ("local", "spark")]
+        for engine, command in runs:
+            wall, peak, verdict = measure(command, budget, home)
+            print(f"| {label} | {engine} | {wall:.1f} | {peak / 2**20:.0f} | {verdict} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
