@@ -25,8 +25,24 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.cluster import settings as known
+from kqplan.cluster.kerberos import KerberosSettings
+from kqplan.cluster.keystores import (
+    JAVA_FORMATS,
+    KEY_PASSWORD,
+    KEYSTORE,
+    TRUSTSTORE,
+    ClientIdentity,
+    StoreError,
+    StoreFormat,
+    declared_format,
+    load_identity,
+    load_trusted,
+    read_store,
+    resolve_format,
+    sniff_format,
+)
 from kqplan.cluster.properties import JaasConfig, Setting, interpolate, parse_jaas, parse_properties
-from kqplan.cluster.tls import Secret, TlsSettings, build_ssl_context
+from kqplan.cluster.tls import Secret, TlsSettings, build_ssl_context, normalize_pem
 from kqplan.errors import KqplanError
 
 ENV_BOOTSTRAP = "KQPLAN_BOOTSTRAP_SERVER"
@@ -76,8 +92,7 @@ class ConnectionConfig:
     sasl_username: str | None = None
     sasl_password: Secret | None = None
     oauth: OAuthSettings | None = None
-    kerberos_service_name: str = "kafka"
-    kerberos_keytab: str | None = None
+    kerberos: KerberosSettings | None = None
     tls: TlsSettings | None = None
     client_id: str = "kqplan"
     request_timeout_ms: int = 30_000
@@ -140,8 +155,8 @@ class ConnectionConfig:
                 kwargs["sasl_plain_username"] = self.sasl_username
             if self.sasl_password is not None:
                 kwargs["sasl_plain_password"] = self.sasl_password.reveal()
-            if self.sasl_mechanism == "GSSAPI":
-                kwargs["sasl_kerberos_service_name"] = self.kerberos_service_name
+            if self.kerberos is not None:
+                kwargs["sasl_kerberos_service_name"] = self.kerberos.service_name
         return kwargs
 
 
@@ -216,7 +231,7 @@ _SETTING_NAME = re.compile(r"[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)+")
 
 
 def _read_pem_path(cfg: _Settings, key: str, kind: str) -> str | None:
-    """A PEM file setting: it must be readable and PEM (Java keystores are not)."""
+    """A PEM file setting: it must be readable and PEM (librdkafka's ``ssl.*.location`` names)."""
     path = cfg.get(key)
     if path is None:
         return None
@@ -226,37 +241,82 @@ def _read_pem_path(cfg: _Settings, key: str, kind: str) -> str | None:
     except OSError as exc:
         raise cfg.error(key, f"cannot read {path}: {exc.strerror}") from None
     if b"-----BEGIN" not in head:
-        raise cfg.error(key, f"{path} is not a PEM file; kqplan needs {kind} in PEM format",
-                        known.CONVERT_HINTS[kind])
+        hint = known.CONVERT_HINTS[kind]
+        if sniff_format(head) in JAVA_FORMATS:
+            store = "ssl.truststore" if kind == "the CA certificates" else "ssl.keystore"
+            hint = f"a PKCS12 or JKS store goes in {store}.location (with {store}.password); {hint}"
+        raise cfg.error(key, f"{path} is not a PEM file; kqplan needs {kind} in PEM format", hint)
     return path
 
 
-def _store_type(cfg: _Settings, key: str, kind: str) -> None:
+def _secret(cfg: _Settings, key: str) -> Secret | None:
     value = cfg.get(key)
-    if value is not None and value.upper() != "PEM":
-        raise cfg.error(key, f"{value} is not supported; kqplan needs {kind} in PEM format",
-                        known.CONVERT_HINTS[kind])
+    return None if value is None else Secret(value)
 
 
-def _tls_settings(cfg: _Settings) -> TlsSettings:
-    _store_type(cfg, "ssl.truststore.type", "the CA certificates")
-    _store_type(cfg, "ssl.keystore.type", "the client certificate and key")
-    ca_key, _ = cfg.first("ssl.truststore.location", "ssl.ca.location")
-    ca_file = _read_pem_path(cfg, ca_key, "the CA certificates") if ca_key else None
-    _, ca_pem = cfg.first("ssl.truststore.certificates", "ssl.ca.pem")
-    keystore = _read_pem_path(cfg, "ssl.keystore.location", "the client certificate and key")
+def _truststore(cfg: _Settings) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """``ssl.truststore.*`` (or librdkafka's ``ssl.ca.location``): (PEM file, PEM text from a
+    PKCS12/JKS store, settings that had no effect)."""
+    keys = TRUSTSTORE
+    declared = declared_format(cfg.get(keys.type), keys)
+    path = cfg.get(keys.location)
+    if path is None:
+        return _read_pem_path(cfg, "ssl.ca.location", "the CA certificates"), None, ()
+    data = read_store(path, keys)
+    fmt = resolve_format(data, declared, path, keys)
+    if fmt is StoreFormat.PEM:
+        # Kafka has no password for PEM trust stores; reported, as every setting without effect.
+        unused = (keys.password,) if keys.password in cfg.by_key else ()
+        return path, None, unused
+    pem = load_trusted(path, data, fmt, password=_secret(cfg, keys.password))
+    return None, pem, ()
+
+
+def _keystore(cfg: _Settings) -> tuple[str | None, ClientIdentity | None, tuple[str, ...]]:
+    """``ssl.keystore.*``: (PEM file holding key and chain, identity from a PKCS12/JKS store,
+    settings that had no effect)."""
+    keys = KEYSTORE
+    declared = declared_format(cfg.get(keys.type), keys)
+    path = cfg.get(keys.location)
+    if path is None:
+        return None, None, ()
+    data = read_store(path, keys)
+    fmt = resolve_format(data, declared, path, keys)
+    if fmt is StoreFormat.PEM:
+        return path, None, (keys.password,) if keys.password in cfg.by_key else ()
+    inline = next((k for k in ("ssl.keystore.key", "ssl.key.pem") if k in cfg.by_key), None)
+    if inline is not None:
+        raise cfg.error(inline, f"is set as well as {keys.location}", "keep one of them")
+    identity = load_identity(path, data, fmt, store_password=_secret(cfg, keys.password),
+                             key_password=_secret(cfg, KEY_PASSWORD))
+    return None, identity, ()
+
+
+def _tls_settings(cfg: _Settings) -> tuple[TlsSettings, tuple[str, ...]]:
+    """The TLS settings, and the keys read that had no effect (a password for a PEM store)."""
+    try:
+        ca_file, store_ca_pem, unused_trust = _truststore(cfg)
+        keystore, identity, unused_key = _keystore(cfg)
+    except StoreError as exc:
+        raise cfg.error(exc.setting, exc.message, exc.hint) from None
     cert_file = keystore or _read_pem_path(cfg, "ssl.certificate.location",
                                            "the client certificate and key")
     key_file = None if keystore else _read_pem_path(cfg, "ssl.key.location",
                                                     "the client certificate and key")
     if cert_file is not None and keystore is None and key_file is None:
         raise cfg.error("ssl.certificate.location", "ssl.key.location is missing")
+    _, ca_pem = cfg.first("ssl.truststore.certificates", "ssl.ca.pem")
+    if store_ca_pem is not None:
+        ca_pem = store_ca_pem + (normalize_pem(ca_pem) if ca_pem else "")
     _, cert_pem = cfg.first("ssl.keystore.certificate.chain", "ssl.certificate.pem")
     _, key_pem = cfg.first("ssl.keystore.key", "ssl.key.pem")
     if (cert_pem is None) != (key_pem is None):
         key = "ssl.keystore.certificate.chain" if cert_pem is not None else "ssl.keystore.key"
         raise cfg.error(key, "an inline client certificate needs both the chain and the key")
     _, password = cfg.first("ssl.key.password")
+    if identity is not None:
+        # the store's key comes out decrypted: ssl.key.password has done its work
+        cert_pem, key_pem, password = identity.chain_pem, identity.key_pem.reveal(), None
     algorithm = cfg.get("ssl.endpoint.identification.algorithm")
     if algorithm is not None and algorithm.lower() not in ("", "https", "none"):
         raise cfg.error("ssl.endpoint.identification.algorithm", f"{algorithm!r} is not supported",
@@ -264,7 +324,7 @@ def _tls_settings(cfg: _Settings) -> TlsSettings:
     verify = cfg.get("enable.ssl.certificate.verification")
     if verify is not None and verify.lower() not in ("true", "false"):
         raise cfg.error("enable.ssl.certificate.verification", "expected true or false")
-    return TlsSettings(
+    tls = TlsSettings(
         ca_file=ca_file, ca_pem=ca_pem, cert_file=cert_file, cert_pem=cert_pem, key_file=key_file,
         key_pem=Secret(key_pem) if key_pem else None,
         key_password=Secret(password) if password else None,
@@ -273,6 +333,8 @@ def _tls_settings(cfg: _Settings) -> TlsSettings:
         verify=verify is None or verify.lower() == "true",
         tls13_only=_tls13_only(cfg),
     )
+    unused = tuple(f"{key} ({cfg.source}:{cfg.by_key[key].line})" for key in unused_trust + unused_key)
+    return tls, unused
 
 
 def _tls13_only(cfg: _Settings) -> bool:
@@ -340,13 +402,57 @@ def _sasl(cfg: _Settings, protocol: SecurityProtocol) -> dict[str, Any]:
         fields.update(sasl_username=username, sasl_password=Secret(password))
     elif mechanism == "OAUTHBEARER":
         fields["oauth"] = _oauth(cfg, options)
-    else:  # GSSAPI: kafka-python uses the Kerberos ticket cache, or a keytab via the env
-        _, service = cfg.first("sasl.kerberos.service.name")
-        fields["kerberos_service_name"] = service or options.get("serviceName") or "kafka"
-        _, keytab = cfg.first("sasl.kerberos.keytab")
-        fields["kerberos_keytab"] = keytab or options.get("keyTab")
-        fields["sasl_username"] = options.get("principal") or cfg.get("sasl.kerberos.principal")
+    else:
+        kerberos = _kerberos(cfg, jaas)
+        fields.update(kerberos=kerberos, sasl_username=kerberos.principal)
     return fields
+
+
+_KEYTAB_VERSIONS = (b"\x05\x01", b"\x05\x02")  # MIT's keytab file format, versions 1 and 2
+
+
+def _kerberos(cfg: _Settings, jaas: JaasConfig | None) -> KerberosSettings:
+    """GSSAPI: JAAS ``Krb5LoginModule`` options (Java's way) or ``sasl.kerberos.*`` (librdkafka's)."""
+    options: Mapping[str, str] = jaas.options if jaas is not None else {}
+    librdkafka = [k for k in ("sasl.kerberos.keytab", "sasl.kerberos.principal") if k in cfg.by_key]
+    if jaas is not None and librdkafka:
+        raise cfg.error(librdkafka[0], "is set as well as sasl.jaas.config", "keep one of them")
+    service_key, service = cfg.first("sasl.kerberos.service.name")
+    jaas_service = options.get("serviceName")
+    if service and jaas_service and service != jaas_service:
+        # Kafka's Java client refuses this too ("Conflicting serviceName values").
+        raise cfg.error(service_key or "sasl.kerberos.service.name",
+                        "differs from serviceName in sasl.jaas.config", "keep one of them")
+    flags = {}
+    for flag in ("useKeyTab", "useTicketCache"):
+        value = options.get(flag, "false").lower()
+        if value not in ("true", "false"):
+            raise cfg.error("sasl.jaas.config", f"{flag} must be true or false")
+        flags[flag] = value == "true"
+    keytab_key: str | None = "sasl.jaas.config"
+    keytab = options.get("keyTab")
+    if keytab is not None and not flags["useKeyTab"]:
+        # Krb5LoginModule would ignore the keytab and look for a ticket cache: say so instead.
+        raise cfg.error("sasl.jaas.config", "sets keyTab but not useKeyTab=true",
+                        "add useKeyTab=true to log in from the keytab")
+    if flags["useKeyTab"] and keytab is None:
+        raise cfg.error("sasl.jaas.config", 'useKeyTab=true needs keyTab="/path/to.keytab"')
+    if jaas is None:
+        keytab_key, keytab = cfg.first("sasl.kerberos.keytab")
+    if keytab is not None:
+        try:
+            with open(keytab, "rb") as fh:
+                head = fh.read(2)
+        except OSError as exc:
+            raise cfg.error(keytab_key or "sasl.kerberos.keytab",
+                            f"cannot read the keytab {keytab}: {exc.strerror}") from None
+        if head not in _KEYTAB_VERSIONS:
+            raise cfg.error(keytab_key or "sasl.kerberos.keytab", f"{keytab} is not a Kerberos keytab",
+                            "create one with ktutil or kadmin's ktadd (Java's ktab writes the same format)")
+    ticket_cache = options.get("ticketCache") if flags["useTicketCache"] else None
+    return KerberosSettings(service_name=service or jaas_service or "kafka",
+                            principal=options.get("principal") or cfg.get("sasl.kerberos.principal"),
+                            keytab=keytab, ticket_cache=ticket_cache)
 
 
 def _oauth(cfg: _Settings, options: Mapping[str, str]) -> OAuthSettings:
@@ -413,14 +519,14 @@ def config_from_properties(text: str, *, bootstrap: str | None, source: str,
     if client_id is not None and len(client_id.encode()) > MAX_CLIENT_ID_BYTES:
         raise cfg.error("client.id", f"is {len(client_id.encode())} bytes; Kafka's request header "
                         f"holds at most {MAX_CLIENT_ID_BYTES}", "use a short client id")
+    tls, unused = _tls_settings(cfg) if protocol.uses_tls else (None, ())
     return ConnectionConfig(
-        bootstrap=bootstrap, security_protocol=protocol,
-        tls=_tls_settings(cfg) if protocol.uses_tls else None,
+        bootstrap=bootstrap, security_protocol=protocol, tls=tls,
         client_id=client_id or "kqplan", request_timeout_ms=request_timeout,
         connect_timeout_ms=cfg.integer("socket.connection.setup.timeout.ms", 10_000),
         receive_message_max_bytes=cfg.integer("receive.message.max.bytes",
                                               DEFAULT_RECEIVE_MAX_BYTES),
-        source=source, ignored=ignored, **_sasl(cfg, protocol))
+        source=source, ignored=ignored + unused, **_sasl(cfg, protocol))
 
 
 def check_bootstrap(bootstrap: str, *, where: str) -> None:
@@ -460,6 +566,6 @@ def load_connection_config(bootstrap: str | None, command_config: Path | None, *
     return config_from_properties(text, bootstrap=bootstrap, source=str(command_config), env=env)
 
 
-__all__ = ["ENV_BOOTSTRAP", "ENV_COMMAND_CONFIG", "ConnectionConfig", "OAuthSettings", "Secret",
-           "SecurityProtocol", "TlsSettings", "check_bootstrap", "config_from_properties",
+__all__ = ["ENV_BOOTSTRAP", "ENV_COMMAND_CONFIG", "ConnectionConfig", "KerberosSettings", "OAuthSettings",
+           "Secret", "SecurityProtocol", "TlsSettings", "check_bootstrap", "config_from_properties",
            "load_connection_config"]

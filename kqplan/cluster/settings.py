@@ -17,8 +17,9 @@ SUPPORTED = frozenset({
     "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url",
     "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.scope",
     "sasl.oauthbearer.method", "sasl.oauthbearer.config",
-    # TLS (PEM only)
+    # TLS: PEM files or text, PKCS12 and JKS stores (kqplan/cluster/keystores.py)
     "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.certificates",
+    "ssl.truststore.password", "ssl.keystore.password",
     "ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.certificate.chain",
     "ssl.keystore.key", "ssl.key.password", "ssl.endpoint.identification.algorithm",
     "ssl.protocol", "ssl.enabled.protocols", "ssl.ca.location", "ssl.ca.pem",
@@ -33,8 +34,6 @@ IGNORED = frozenset({
     "reconnect.backoff.max.ms", "socket.connection.setup.timeout.max.ms", "receive.buffer.bytes",
     "send.buffer.bytes", "client.dns.lookup", "client.rack", "auto.include.jmx.reporter",
     "metric.reporters", "enable.metrics.push", "security.providers",
-    "ssl.truststore.password",  # PEM truststores have no password
-    "ssl.keystore.password",  # PEM keystores use ssl.key.password
     "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation",
     "ssl.cipher.suites",  # Java names; OpenSSL's defaults apply
     "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin",

@@ -1,7 +1,8 @@
-"""TLS for Kafka connections: PEM certificates only, verification on unless turned off.
+"""TLS for Kafka connections: PEM certificates, verification on unless turned off.
 
-Python's ``ssl`` reads PEM (files, or CA text in memory); Java's JKS/PKCS#12 stores are
-refused with a conversion hint where the settings are read (kqplan/cluster/connection.py).
+Python's ``ssl`` reads PEM (files, or CA text in memory). Java's PKCS12/JKS stores are turned
+into PEM text when the settings are read (kqplan/cluster/keystores.py): their CA certificates
+arrive here as ``ca_pem``, their client certificate and decrypted key as ``cert_pem``/``key_pem``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Secret:
 
 @dataclass(frozen=True, slots=True)
 class TlsSettings:
-    """Certificates are PEM (files or inline text); Java keystores must be converted first."""
+    """Certificates are PEM, files or text (Java stores arrive as text, already decrypted)."""
 
     ca_file: str | None = None
     ca_pem: str | None = None

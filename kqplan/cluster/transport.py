@@ -41,6 +41,7 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import MetadataRequest
 
 from kqplan.cluster.connection import ConnectionConfig, OAuthSettings
+from kqplan.cluster.kerberos import KerberosSettings, install
 from kqplan.errors import KqplanError
 
 log = logging.getLogger("kqplan.kafka")
@@ -66,7 +67,8 @@ class AuthenticationFailed(TransportError):
 
 
 class TlsVerificationFailed(TransportError):
-    """The broker's certificate is not trusted, or not for the host name dialled."""
+    """The broker's certificate is not trusted, or not for the host name dialled; or the broker
+    refused the client's certificate (or its absence, where the listener requires one)."""
 
 
 class UnsupportedApi(TransportError):
@@ -451,22 +453,17 @@ def _waiting_for(conn: Any) -> int | None:
     return getattr(pending[-1], "request_api_key", None)
 
 
+_CLIENT_CERT_ALERT = re.compile(r"ALERT_(?:BAD_CERTIFICATE|CERTIFICATE_REQUIRED|UNKNOWN_CA|"
+                                r"CERTIFICATE_UNKNOWN)")
+"""TLS alerts a broker sends about the client's certificate (its own is checked by OpenSSL here)."""
+
 _MISMATCH_HINT = ("if the broker hangs up at the first request, check security.protocol (it is {}): "
                   "a TLS listener needs SSL or SASL_SSL, a SASL listener SASL_PLAINTEXT or SASL_SSL")
 
 
 def _require_gssapi(config: ConnectionConfig) -> None:
-    try:
-        import gssapi  # type: ignore[import-not-found]  # noqa: F401
-    except (ImportError, OSError):
-        raise KqplanError("SASL/GSSAPI needs the Python package gssapi",
-                          hint="pip install gssapi, and kinit (or set sasl.kerberos.keytab)"
-                          ) from None
-    if config.kerberos_keytab:
-        import os
-
-        # MIT Kerberos reads the client keytab from here when there is no ticket cache.
-        os.environ.setdefault("KRB5_CLIENT_KTNAME", config.kerberos_keytab)
+    """Kerberos credentials acquired now (a missing ticket or keytab is not a connection failure)."""
+    install(config.kerberos or KerberosSettings())
 
 
 def _message(exc: BaseException) -> str:
@@ -498,8 +495,10 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
         return AuthenticationFailed(
             f"authentication failed at {where} as {config.sasl_username or '(no user)'} "
             f"({config.sasl_mechanism}): {text}",
-            hint=f"check the user name and password{source} (sasl.jaas.config, or "
-                 "sasl.username/sasl.password)")
+            hint=f"check the Kerberos principal and sasl.kerberos.service.name{source}"
+            if config.sasl_mechanism == "GSSAPI" else
+            f"check the user name and password{source} (sasl.jaas.config, or "
+            "sasl.username/sasl.password)")
     if isinstance(exc, kerrors.UnsupportedSaslMechanismError):
         return AuthenticationFailed(f"the listener at {where} does not accept SASL "
                                     f"{config.sasl_mechanism}: {text}",
@@ -516,8 +515,8 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
         reason = context.verify_message or context.reason or "certificate verify failed"
         return TlsVerificationFailed(
             f"TLS: the certificate of {where} is not trusted: {reason}",
-            hint="set ssl.truststore.location (PEM) or ssl.ca.location to the CA that signed the "
-                 "broker's certificate; a host-name mismatch needs the name in the certificate")
+            hint="set ssl.truststore.location (PEM, PKCS12 or JKS) or ssl.ca.location to the CA that "
+                 "signed the broker's certificate; a host-name mismatch needs the name in the certificate")
     if isinstance(context, ssl.SSLError):
         return ConnectionFailed(f"TLS handshake with {where} failed: {context.reason or text}",
                                 hint="check security.protocol: is this listener TLS (SSL, SASL_SSL)?")
@@ -538,6 +537,17 @@ def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where:
                             if first and not timed_out else None)
         lost.timed_out = timed_out
         return lost
+    alert = _CLIENT_CERT_ALERT.search(text)
+    if alert is not None and config.security_protocol.uses_tls:
+        # The broker's TLS alert about the client's certificate: retrying cannot help.
+        if config.tls is not None and (config.tls.cert_file or config.tls.cert_pem):
+            return TlsVerificationFailed(
+                f"TLS: {where} refused the client certificate ({alert.group(0)})",
+                hint="the broker does not trust the certificate's issuer: add its CA to the broker's "
+                     "ssl.truststore, or use a certificate signed by a CA the broker trusts")
+        return TlsVerificationFailed(
+            f"TLS: {where} requires a client certificate ({alert.group(0)})",
+            hint="set ssl.keystore.location (a PKCS12, JKS or PEM key store) and ssl.keystore.password")
     if waiting_for in (_API_VERSIONS, _SASL_HANDSHAKE) and isinstance(exc, kerrors.KafkaConnectionError):
         # Reached, then hung up on at the first request: the listener speaks something else.
         return ConnectionFailed(f"{where} closed the connection at the first request ({text})",

@@ -114,28 +114,6 @@ def test_pem_keystore_file_holding_key_and_chain(pki, tmp_path):
     assert cfg.ssl_context() is not None
 
 
-def test_jks_truststore_says_pem_is_required_and_how_to_convert(tmp_path):
-    jks = tmp_path / "truststore.jks"
-    jks.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02binary")
-    err = error(f"security.protocol=SSL\nssl.truststore.location={jks}\n"
-                "ssl.truststore.password=changeit\n")
-    assert err.message == (f"client.properties:2: ssl.truststore.location: {jks} is not a PEM file; "
-                           "kqplan needs the CA certificates in PEM format")
-    assert err.hint is not None
-    assert "keytool -exportcert -rfc" in err.hint
-
-
-def test_jks_type_is_refused_even_before_reading(tmp_path):
-    err = error("security.protocol=SSL\nssl.truststore.type=JKS\n"
-                f"ssl.truststore.location={tmp_path / 'x.jks'}\n")
-    assert err.message == ("client.properties:2: ssl.truststore.type: JKS is not supported; "
-                           "kqplan needs the CA certificates in PEM format")
-    err = error("security.protocol=SSL\nssl.keystore.type=PKCS12\nssl.keystore.location=ks.p12\n")
-    assert "ssl.keystore.type: PKCS12 is not supported" in err.message
-    assert err.hint is not None
-    assert "openssl pkcs12" in err.hint
-
-
 def test_unreadable_file_names_the_line():
     err = error("security.protocol=SSL\n\nssl.ca.location=/nonexistent/ca.pem\n")
     assert err.message == ("client.properties:3: ssl.ca.location: cannot read /nonexistent/ca.pem: "
@@ -267,15 +245,6 @@ def test_oauth_settings():
                 "sasl.oauthbearer.token.endpoint.url=https://idp.example.com/token\n")
     assert err.message == ("client.properties:3: sasl.oauthbearer.token.endpoint.url: needs a client "
                            "id and secret")
-
-
-def test_gssapi_settings():
-    cfg = load("security.protocol=SASL_PLAINTEXT\nsasl.kerberos.service.name=kafka-svc\n"
-               "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required "
-               'useKeyTab=true keyTab="/etc/kqplan.keytab" principal="kqplan@EXAMPLE.COM";\n')
-    assert (cfg.sasl_mechanism, cfg.kerberos_service_name, cfg.kerberos_keytab) == (
-        "GSSAPI", "kafka-svc", "/etc/kqplan.keytab")
-    assert cfg.kafka_kwargs()["sasl_kerberos_service_name"] == "kafka-svc"
 
 
 def test_secrets_never_in_repr_str_or_describe(pki):
