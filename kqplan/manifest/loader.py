@@ -422,7 +422,9 @@ def validate_model(source: SourceFile, raw: dict[str, Any]) -> tuple[Manifest | 
         entries = raw.get("entities")
         if entries and _plain_entities(entries):  # the document's other parts are small
             return Manifest.model_validate({k: v for k, v in raw.items() if k != "entities"}), []
-        return Manifest.model_validate(raw), []
+        manifest = Manifest.model_validate(raw)
+        manifest.entities = []  # compile reads the raw entries: the models only checked their shape
+        return manifest, []
     except ValidationError as exc:
         pendings: dict[tuple[Loc, str], Pending] = {}
         for err in exc.errors():
