@@ -174,33 +174,44 @@ def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     return samples.select("cluster", "user", "client_id", "key", value)
 
 
-def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
-                usage: Any, q: float | None) -> tuple[list[ImpactRow], list[UnusedRow]]:
-    """The rows of :func:`kqplan.fleet.impact.impact_rows` from a samples DataFrame
-    (:func:`usage_frame`, :func:`samples_frame`), by joining every principal against the eight
-    precedence levels (the quota side broadcast) and taking the first that sets the key."""
+_ENTRY = "cluster string, u string, c string, key string, value double, source string"
+
+
+def quota_entries(spark: Any, states: Mapping[str, QuotaState]) -> Any:
+    """Each cluster's user/client-id quota entries keyed by the slots their level is looked up by:
+    ``(cluster, u, c, key, value, source)``, source in display form (:func:`with_effective`)."""
+    rows = []
+    for cluster, state in states.items():
+        for entity, quotas in state.items():
+            level = level_of(entity)
+            if level is None:
+                continue
+            u = _slot(level.user, entity.get(USER) if USER in entity else None)
+            c = _slot(level.client_id, entity.get(CLIENT_ID) if CLIENT_ID in entity else None)
+            shown = entity.display
+            rows += [(cluster, u, c, k, float(v), shown) for k, v in quotas.items()]
+    return _frame(spark, rows, _ENTRY)
+
+
+def usage_table(spark: Any, usage: Any, clusters: Sequence[str], q: float | None) -> Any:
+    """Every observed principal of ``clusters`` × the four keys, with ``usage``: the statistic
+    (max, or Spark SQL's exact ``percentile``) over its samples, null for a key without samples."""
     from pyspark.sql import functions as F
 
     stat = F.max("value") if q is None else F.expr(f"percentile(value, {q!r})")
     stats = usage.groupBy("cluster", "user", "client_id", "key").agg(stat.alias("usage"))
     principals = (usage.select("cluster", "user", "client_id").distinct()
-                  .where(F.col("cluster").isin(list(states)))
+                  .where(F.col("cluster").isin(list(clusters)))
                   .crossJoin(_frame(spark, [(k,) for k in USAGE_KEYS], "key string")))
-    table = principals.join(stats, ["cluster", "user", "client_id", "key"], "left")
+    return principals.join(stats, ["cluster", "user", "client_id", "key"], "left")
 
-    def entries(side: int) -> Any:
-        rows = []
-        for cluster, pair in states.items():
-            for entity, quotas in pair[side].items():
-                level = level_of(entity)
-                if level is None:
-                    continue
-                u = _slot(level.user, entity.get(USER) if USER in entity else None)
-                c = _slot(level.client_id, entity.get(CLIENT_ID) if CLIENT_ID in entity else None)
-                shown = entity.display
-                rows += [(cluster, u, c, k, float(v), shown) for k, v in quotas.items()]
-        schema = "cluster string, u string, c string, key string, value double, source string"
-        return F.broadcast(_frame(spark, rows, schema))
+
+def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
+    """``table`` (``cluster, user, client_id, key``, …) with a struct column ``label`` =
+    ``(rank, value, source)`` of the entry of ``entries`` (:func:`quota_entries`) that supplies the
+    key — the first of the eight precedence levels that sets it (the entries broadcast) — or null
+    where none does (unlimited)."""
+    from pyspark.sql import functions as F
 
     # every principal-key at each of the eight levels, as the entity slots that level looks up
     levels = _frame(
@@ -213,11 +224,23 @@ def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
               .where(~((F.col("client_id") == F.lit("")) & ~F.col("empty_ok")))  # empty: 2 levels only
               .withColumn("u", slot(F.col("u_match"), F.col("user")))
               .withColumn("c", slot(F.col("c_match"), F.col("client_id"))))
+    hits = probes.join(F.broadcast(entries), ["cluster", "u", "c", "key"])
+    winner = (hits.groupBy("cluster", "user", "client_id", "key")
+              .agg(F.min(F.struct("rank", "value", "source")).alias(label)))  # lowest rank wins
+    return table.join(winner, ["cluster", "user", "client_id", "key"], "left")
+
+
+def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
+                usage: Any, q: float | None) -> tuple[list[ImpactRow], list[UnusedRow]]:
+    """The rows of :func:`kqplan.fleet.impact.impact_rows` from a samples DataFrame
+    (:func:`usage_frame`, :func:`samples_frame`), by joining every principal against the eight
+    precedence levels (the quota side broadcast) and taking the first that sets the key."""
+    from pyspark.sql import functions as F
+
+    table = usage_table(spark, usage, list(states), q)
     for side, label in ((0, "before"), (1, "after")):
-        hits = probes.join(entries(side), ["cluster", "u", "c", "key"])
-        winner = (hits.groupBy("cluster", "user", "client_id", "key")
-                  .agg(F.min(F.struct("rank", "value", "source")).alias(label)))  # lowest rank wins
-        table = table.join(winner, ["cluster", "user", "client_id", "key"], "left")
+        entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
+        table = with_effective(spark, table, entries, label)
     after = F.col("after.value")
     table = table.select(
         "cluster", "user", "client_id", "key", "usage",
