@@ -11,7 +11,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from kqplan.plan import Action, Change, Plan, Summary, same_value
+from kqplan.plan import Action, Change, ClusterRef, Plan, Summary, same_value
 from kqplan.planfile import dumps_plan
 from kqplan.quotas import QUOTA_KEYS
 from kqplan.units import format_bytes, format_number
@@ -61,14 +61,18 @@ def _rows(change: Change) -> list[tuple[str, str, float | None, float | None]]:
     return rows
 
 
-def _target(plan: Plan) -> str:
-    cid = plan.cluster.id or "unknown id"
-    where = f"cluster {cid} ({plan.cluster.address})"
-    if plan.cluster.version:
-        where += f", Kafka {plan.cluster.version}"
-    if plan.cluster.mode:
-        where += f" ({plan.cluster.mode})"
+def target_line(cluster: ClusterRef) -> str:
+    """``cluster ID (ADDRESS), Kafka >=3.9 (zookeeper)``: which cluster, and what kqplan knows of it."""
+    where = f"cluster {cluster.id or 'unknown id'} ({cluster.address})"
+    if cluster.version:
+        where += f", Kafka {cluster.version}"
+    if cluster.mode:
+        where += f" ({cluster.mode})"
     return where
+
+
+def _target(plan: Plan) -> str:
+    return target_line(plan.cluster)
 
 
 _COLORS = {"+": "\x1b[32m", "~": "\x1b[33m", "-": "\x1b[31m"}

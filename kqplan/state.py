@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -40,22 +41,45 @@ class SnapshotFile(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     format_version: Literal[1]
     cluster_id: str | None = None
+    kafka_version: str | None = None
+    """The cluster's Kafka release as kqplan saw it (``>=3.9``: a lower bound from ApiVersions)."""
+    mode: Literal["kraft", "zookeeper"] | None = None
     entities: list[SnapshotEntry]
 
 
-def snapshot_to_json(state: QuotaState, cluster_id: str | None) -> str:
-    """Serialize deterministically: entities sorted by display form, keys sorted."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot file's content: the state and what is known of the cluster it came from."""
+
+    state: dict[Entity, dict[str, float]]
+    cluster_id: str | None
+    kafka_version: str | None = None
+    mode: str | None = None
+
+
+def snapshot_to_json(state: QuotaState, cluster_id: str | None, *, kafka_version: str | None = None,
+                     mode: str | None = None) -> str:
+    """Serialize deterministically: entities sorted by display form, keys sorted; the Kafka
+    version and metadata mode when known (a plan from the snapshot then follows that cluster's
+    rules, e.g. a ZooKeeper cluster's)."""
     entries = [
         {"entity": e.to_json(), "quotas": dict(sorted(state[e].items()))}
         for e in sorted(state, key=Entity.sort_key)
     ]
-    doc = {"format_version": SNAPSHOT_FORMAT_VERSION, "cluster_id": cluster_id, "entities": entries}
+    known = {k: v for k, v in (("kafka_version", kafka_version), ("mode", mode)) if v is not None}
+    doc = {"format_version": SNAPSHOT_FORMAT_VERSION, "cluster_id": cluster_id, **known, "entities": entries}
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
 def snapshot_from_json(
     text: str | bytes, *, source: str
 ) -> tuple[dict[Entity, dict[str, float]], str | None]:
+    """Parse a snapshot: (state, cluster id); see :func:`parse_snapshot`."""
+    found = parse_snapshot(text, source=source)
+    return found.state, found.cluster_id
+
+
+def parse_snapshot(text: str | bytes, *, source: str) -> Snapshot:
     """Parse a snapshot; raise :class:`KqplanError` naming ``source`` when it is not one."""
     try:
         doc = SnapshotFile.model_validate_json(text)
@@ -73,16 +97,22 @@ def snapshot_from_json(
             raise KqplanError(f"{source}: entity {entity.display} appears twice in the snapshot")
         if entry.quotas:
             state[entity] = dict(entry.quotas)
-    return state, doc.cluster_id
+    return Snapshot(state, doc.cluster_id, doc.kafka_version, doc.mode)
 
 
-def read_snapshot(path: Path) -> tuple[dict[Entity, dict[str, float]], str | None]:
-    """Read a snapshot file: (state, cluster id)."""
+def load_snapshot(path: Path) -> Snapshot:
+    """Read a snapshot file."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise KqplanError(f"cannot read snapshot {path}: {exc.strerror}") from None
-    return snapshot_from_json(data, source=str(path))
+    return parse_snapshot(data, source=str(path))
+
+
+def read_snapshot(path: Path) -> tuple[dict[Entity, dict[str, float]], str | None]:
+    """Read a snapshot file: (state, cluster id)."""
+    found = load_snapshot(path)
+    return found.state, found.cluster_id
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -195,7 +195,8 @@ def test_alter_is_checked_offline_and_shows_before_after(fleet):
                                                         {"producer_byte_rate": 2048.0}, True)
     missing = cli(root, "describe", "--cluster", "prod", "--names", "user=nobody")
     assert (missing.exit_code, missing.stdout) == (0, "")
-    assert missing.stderr == "No client quotas are configured matching {user=nobody}.\n"
+    assert missing.stderr.startswith("# cluster prod-id (")  # --cluster prod reached prod
+    assert missing.stderr.endswith("\nNo client quotas are configured matching {user=nobody}.\n")
 
 
 def test_inventory_and_unmanaged_drift_on_live_targets(live, tmp_path):  # noqa: F811

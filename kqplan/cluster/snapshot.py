@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kqplan.cluster.base import ALL, Alteration, ClusterIdentity, DescribeFilter, EntityResult
 from kqplan.errors import KqplanError
-from kqplan.state import QuotaState, read_snapshot
+from kqplan.state import QuotaState, load_snapshot
 
 
 class SnapshotCluster:
@@ -15,10 +15,14 @@ class SnapshotCluster:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._state, self._cluster_id = read_snapshot(path)
+        self._snapshot = load_snapshot(path)
+        self._state = self._snapshot.state
 
     def identity(self) -> ClusterIdentity:
-        return ClusterIdentity(self._cluster_id, f"snapshot:{self.path}")
+        """The recorded id, and the Kafka version and mode when the snapshot recorded them (a
+        plan from a ZooKeeper cluster's snapshot follows ZooKeeper's rules)."""
+        s = self._snapshot
+        return ClusterIdentity(s.cluster_id, f"snapshot:{self.path}", s.kafka_version, s.mode)
 
     def describe(self, flt: DescribeFilter = ALL) -> QuotaState:
         if flt == ALL:

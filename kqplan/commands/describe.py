@@ -58,8 +58,14 @@ def describe_command(target: Target, flt: DescribeFilter, *, fmt: DescribeFormat
                      streams: Streams) -> int:
     """KIP-546 output: ``{user=a, client-id=b}`` then ``key=value`` lines, a blank line between."""
     with open_cluster(target) as cluster:
-        cluster_id = cluster.identity().cluster_id
+        ident = cluster.identity()
+        cluster_id = ident.cluster_id
         state = cluster.describe(flt)
+    if fmt is DescribeFormat.TEXT:  # which cluster, on stderr: stdout stays KIP-546's data
+        from kqplan.plan import ClusterRef
+        from kqplan.render import target_line
+
+        streams.warn("# " + target_line(ClusterRef(cluster_id, ident.address, ident.version, ident.mode)))
     if not state and fmt is DescribeFormat.TEXT:
         what = f"matching {_filter_text(flt)}" if flt.components else "at all"
         streams.warn(f"No client quotas are configured {what}.")  # stdout stays data: empty

@@ -66,7 +66,7 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
         ident = cluster.identity()
         state = cluster.describe()
     if fmt is ExportFormat.JSON:
-        text = snapshot_to_json(state, ident.cluster_id)
+        text = snapshot_to_json(state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode)
         if out is None:
             streams.print(text, end="")
         else:

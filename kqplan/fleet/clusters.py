@@ -51,16 +51,12 @@ def each(entries: Sequence[ClusterEntry], work: Callable[[ClusterEntry], T]) -> 
         return list(pool.map(run, entries))
 
 
-def describe(entry: ClusterEntry) -> tuple[QuotaState, str | None]:
-    """One describe of the cluster's target: (state, cluster id)."""
-    with open_cluster(Target.of_cluster(entry)) as cluster:
-        return cluster.describe(), cluster.identity().cluster_id
-
-
 def snapshot(entry: ClusterEntry, out: Path) -> int:
-    """Write ``out/<cluster>.json``; the number of entities."""
-    state, cluster_id = describe(entry)
-    write_atomically(out / f"{entry.name}.json", snapshot_to_json(state, cluster_id))
+    """Write ``out/<cluster>.json`` (with the Kafka version and mode seen); the number of entities."""
+    with open_cluster(Target.of_cluster(entry)) as cluster:
+        state, ident = cluster.describe(), cluster.identity()
+    write_atomically(out / f"{entry.name}.json", snapshot_to_json(
+        state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode))
     return len(state)
 
 
