@@ -10,6 +10,9 @@ full outer join on (cluster, entity, key) with null-safe comparison, no Python U
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,11 +69,20 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
     # pyspark records a Connect session in the environment (SPARK_CONNECT_MODE_ENABLED, …), which
     # would turn every later local session of this process into a Connect one: restore it after
     saved = {k: os.environ.get(k) for k in _CONNECT_ENV}
-    spark = builder.getOrCreate()
-    if not remote:
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    log = None
+    if remote:
+        spark = builder.getOrCreate()
+    else:
+        fd, log = tempfile.mkstemp(prefix="kqplan-spark-", suffix=".log")
+        os.close(fd)
+        with _stderr_to(Path(log)):  # the JVM starts now and keeps this stderr
+            spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+    failed = True
     try:
         yield spark
+        failed = False
     finally:
         spark.stop()
         for key, value in saved.items():
@@ -78,6 +90,27 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        if log is not None and failed:
+            sys.stderr.write(f"Spark's own log: {log}\n")
+        elif log is not None:
+            Path(log).unlink(missing_ok=True)
+
+
+@contextmanager
+def _stderr_to(log: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``log`` while the local JVM starts: it inherits that, so its
+    banner, warnings and log lines go to the file, never the user's terminal (a log4j setting
+    cannot silence the JVM's own start-up lines); this process's stderr is restored at once."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
 
 def change_rows(spark: Any, diffs: Sequence[ClusterDiff]) -> list[ChangeRow]:
