@@ -16,9 +16,11 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
+    AlterUserScramCredentialsRequest,
     DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    DescribeUserScramCredentialsRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (
@@ -32,6 +34,7 @@ from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeComponent, De
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 DESCRIBE_QUOTAS, ALTER_QUOTAS, DESCRIBE_CLUSTER = 48, 49, 60
+DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51  # served by kqplan.sandbox.scram
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
@@ -40,19 +43,22 @@ SASL_AUTHENTICATION_FAILED = 58
 SUPPORTED: dict[int, tuple[int, int]] = {
     METADATA: (0, 12), SASL_HANDSHAKE: (0, 1), API_VERSIONS: (0, 3), SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_QUOTAS: (0, 1), ALTER_QUOTAS: (0, 1), DESCRIBE_CLUSTER: (0, 1),
+    DESCRIBE_SCRAM: (0, 0), ALTER_SCRAM: (0, 0),
 }
 API_NAMES = {METADATA: "Metadata", SASL_HANDSHAKE: "SaslHandshake", API_VERSIONS: "ApiVersions",
              SASL_AUTHENTICATE: "SaslAuthenticate", DESCRIBE_QUOTAS: "DescribeClientQuotas",
-             ALTER_QUOTAS: "AlterClientQuotas", DESCRIBE_CLUSTER: "DescribeCluster"}
+             ALTER_QUOTAS: "AlterClientQuotas", DESCRIBE_CLUSTER: "DescribeCluster",
+             DESCRIBE_SCRAM: "DescribeUserScramCredentials", ALTER_SCRAM: "AlterUserScramCredentials"}
 REQUESTS: dict[int, Any] = {
     METADATA: MetadataRequest, SASL_HANDSHAKE: SaslHandshakeRequest, API_VERSIONS: ApiVersionsRequest,
     SASL_AUTHENTICATE: SaslAuthenticateRequest, DESCRIBE_QUOTAS: DescribeClientQuotasRequest,
     ALTER_QUOTAS: AlterClientQuotasRequest, DESCRIBE_CLUSTER: DescribeClusterRequest,
+    DESCRIBE_SCRAM: DescribeUserScramCredentialsRequest, ALTER_SCRAM: AlterUserScramCredentialsRequest,
 }
 # The first version of each API with flexible (tagged) headers: their response header carries
 # an empty tag section. ApiVersions' response header is always v0 (KIP-511).
 FIRST_FLEXIBLE = {METADATA: 9, SASL_HANDSHAKE: 99, API_VERSIONS: 99, SASL_AUTHENTICATE: 2,
-                  DESCRIBE_QUOTAS: 1, ALTER_QUOTAS: 1, DESCRIBE_CLUSTER: 0}
+                  DESCRIBE_QUOTAS: 1, ALTER_QUOTAS: 1, DESCRIBE_CLUSTER: 0, DESCRIBE_SCRAM: 0, ALTER_SCRAM: 0}
 
 PLAIN_FAILURE = "Authentication failed: Invalid username or password"  # PlainServerCallbackHandler
 
@@ -115,10 +121,11 @@ def sasl_handshake(version: int, mechanism: str, mechanisms: Sequence[str]) -> t
     return bytes(body.encode()), ok
 
 
-def sasl_authenticate(version: int, error: str | None) -> bytes:
+def sasl_authenticate(version: int, error: str | None, auth_bytes: bytes = b"") -> bytes:
+    """``auth_bytes``: the server's next SCRAM message (PLAIN has none)."""
     return bytes(SaslAuthenticateResponse(
         version=version, error_code=SASL_AUTHENTICATION_FAILED if error else 0, error_message=error,
-        auth_bytes=b"", session_lifetime_ms=0).encode())
+        auth_bytes=auth_bytes, session_lifetime_ms=0).encode())
 
 
 def plain_credentials(token: bytes) -> tuple[str, str] | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kqplan.entity import Entity
-from kqplan.sandbox import apis, flavors
+from kqplan.sandbox import apis, flavors, scram
 from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
 from kqplan.sandbox.faults import Drop, Fault, Faults
 from kqplan.sandbox.flavors import Flavor, new_engine
@@ -32,32 +32,39 @@ from kqplan.state import QuotaState, snapshot_to_json, write_atomically
 
 DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
 MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
+FAILED_AUTHENTICATION_DELAY = 0.1  # seconds; Kafka's connection.failed.authentication.delay.ms default
 
 
 class Operation(StrEnum):
-    """The cluster ACL operations the quota RPCs check (ref §1.5)."""
+    """The cluster ACL operations the quota RPCs (ref §1.5) and the SCRAM RPCs (scram.py) check."""
 
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
     ALTER_CONFIGS = "ALTER_CONFIGS"
+    DESCRIBE = "DESCRIBE"
+    ALTER = "ALTER"
 
 
 @dataclass(frozen=True, slots=True)
 class SaslUser:
-    """A PLAIN user and what it may do; a super user may do everything."""
+    """A PLAIN user and what it may do; a super user may do everything. A SCRAM user of the same
+    name (AlterUserScramCredentials, ``SandboxConfig.scram_users``) gets the same rights: Kafka's
+    ACLs name the principal ``User:NAME``, whatever the mechanism."""
 
     password: str
     operations: frozenset[Operation] = frozenset()
     super_user: bool = False
 
     def may(self, operation: Operation) -> bool:
-        # Kafka: ALTER_CONFIGS implies DESCRIBE_CONFIGS (AclEntry.supportedOperations)
+        # Kafka: ALTER_CONFIGS implies DESCRIBE_CONFIGS, ALTER implies DESCRIBE (AclEntry.supportedOperations)
         return self.super_user or operation in self.operations or (
-            operation is Operation.DESCRIBE_CONFIGS and Operation.ALTER_CONFIGS in self.operations)
+            operation is Operation.DESCRIBE_CONFIGS and Operation.ALTER_CONFIGS in self.operations) or (
+            operation is Operation.DESCRIBE and Operation.ALTER in self.operations)
 
 
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """One listening socket. SASL listeners demand PLAIN authentication; TLS needs cert and key."""
+    """One listening socket. SASL listeners demand authentication (``SandboxConfig.sasl_mechanisms``);
+    TLS needs cert and key."""
 
     port: int = 0
     sasl: bool = False
@@ -84,6 +91,11 @@ class SandboxConfig:
     state_file: Path | None = None
     """Load from it at start (unless ``seed``) and write every committed alter to it."""
     users: Mapping[str, SaslUser] = field(default_factory=dict)
+    sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    """``sasl.enabled.mechanisms`` of the SASL listeners, in the order SaslHandshake lists them."""
+    scram_users: Mapping[str, str] = field(default_factory=dict)
+    """SCRAM users present from the start (name -> password, both mechanisms, 4096 iterations);
+    AlterUserScramCredentials adds more. Kept in memory only, never in ``state_file``."""
     request_log: Path | None = None
     faults: Sequence[Fault] = ()
     lag_ms: int = 0
@@ -126,7 +138,8 @@ class _Connection:
     address: tuple[str, int]
     user: str | None = None
     mechanism: str | None = None
-    raw_sasl: bool = False  # SaslHandshake v0: the next frame is a bare PLAIN token
+    raw_sasl: bool = False  # SaslHandshake v0: the next frames are bare SASL tokens
+    scram: scram.ScramServer | None = None  # the SCRAM exchange under way, if that mechanism
 
 
 class Sandbox:
@@ -140,6 +153,9 @@ class Sandbox:
 
             seed, _ = read_snapshot(config.state_file)
         self.engine = new_engine(config.flavor, seed, resolve_host=config.resolve_host)
+        self.scram = scram.ScramStore()
+        for name, password in config.scram_users.items():
+            self.scram.seed(name, password)
         self.cluster_id = config.cluster_id
         self.faults = Faults(lag_ms=config.lag_ms)
         for fault in config.faults:
@@ -266,10 +282,11 @@ class Sandbox:
                     return
                 payload = await reader.readexactly(size)
                 if conn.raw_sasl:
-                    ok = self._authenticate(conn, payload)
-                    if not ok:
+                    token, failure = self._sasl_step(conn, payload)
+                    if failure is not None:
                         return  # SaslHandshake v0: a failure is a closed connection
-                    writer.write(struct.pack(">i", 0))
+                    conn.raw_sasl = conn.user is None  # SCRAM: a second round trip
+                    writer.write(struct.pack(">i", len(token)) + token)
                     await writer.drain()
                     continue
                 try:
@@ -277,6 +294,10 @@ class Sandbox:
                 except _AnswerThenClose as last:
                     writer.write(last.answer)
                     await writer.drain()
+                    # connection.failed.authentication.delay.ms (100 by default): Kafka holds a
+                    # failed connection open that long; a client reading the SCRAM failure
+                    # otherwise can meet the reset before the answer
+                    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY)
                     return
                 writer.write(answer)
                 await writer.drain()
@@ -335,20 +356,63 @@ class Sandbox:
             return apis.describe_cluster(version, host, port, self.cluster_id), False
         if key == apis.SASL_HANDSHAKE:
             self._record(header, conn)
-            mechanisms = ["PLAIN"] if conn.listener.sasl else []
+            mechanisms = list(self.config.sasl_mechanisms) if conn.listener.sasl else []
             body, ok = apis.sasl_handshake(version, request.mechanism, mechanisms)
             conn.mechanism = request.mechanism if ok else None
             conn.raw_sasl = ok and version == 0
+            conn.scram = (scram.ScramServer(request.mechanism, self.scram.credential)
+                          if ok and request.mechanism in scram.MECHANISM_TYPES else None)
             return body, False
         if key == apis.SASL_AUTHENTICATE:
             self._record(header, conn)
             if conn.mechanism is None:
                 raise _Close
-            ok = self._authenticate(conn, bytes(request.auth_bytes))
-            return apis.sasl_authenticate(version, None if ok else apis.PLAIN_FAILURE), not ok
+            token, failure = self._sasl_step(conn, bytes(request.auth_bytes))
+            return apis.sasl_authenticate(version, failure, token), failure is not None
         if key == apis.DESCRIBE_QUOTAS:
             return self._describe(header, request, conn, faults), False
+        if key == apis.DESCRIBE_SCRAM:
+            return self._describe_scram(header, request, conn), False
+        if key == apis.ALTER_SCRAM:
+            return self._alter_scram(header, request, conn), False
         return self._alter(header, request, conn, faults), False
+
+    def _sasl_step(self, conn: _Connection, token: bytes) -> tuple[bytes, str | None]:
+        """One client token: (the server's answer, None) or (b"", the failure message)."""
+        if conn.scram is None:
+            ok = self._authenticate(conn, token)
+            return b"", None if ok else apis.PLAIN_FAILURE
+        try:
+            answer = conn.scram.evaluate(token)
+        except scram.ScramFailure as failure:
+            return b"", failure.message
+        except scram.ScramAbort:
+            raise _Close from None
+        if conn.scram.complete:
+            conn.user = conn.scram.username
+        return answer, None
+
+    def _describe_scram(self, header: apis.Header, request: Any, conn: _Connection) -> bytes:
+        users = scram.describe_request(request)
+        with self._lock:
+            if self._allowed(conn, Operation.DESCRIBE):
+                answer = self.scram.describe(users)
+            else:
+                answer = self.scram.describe_denied(users)
+            self._record(header, conn, entries=len(answer.results),
+                         codes=(answer.error_code, *(r.error_code for r in answer.results)))
+        return scram.describe_response(answer)
+
+    def _alter_scram(self, header: apis.Header, request: Any, conn: _Connection) -> bytes:
+        deletions, upsertions = scram.alter_request(request)
+        with self._lock:
+            if self._allowed(conn, Operation.ALTER):
+                results = self.scram.alter(deletions, upsertions)
+            else:
+                results = self.scram.alter_denied(deletions, upsertions, scram.MSG_ALTER_DENIED)
+            self._record(header, conn, entries=len(deletions) + len(upsertions),
+                         codes=tuple(r.error_code for r in results))
+        return scram.alter_response(results)
 
     def _authenticate(self, conn: _Connection, token: bytes) -> bool:
         conn.raw_sasl = False
