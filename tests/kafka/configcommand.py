@@ -142,7 +142,7 @@ class ConfigCommand:
     def run(self, *args: str) -> Result:
         """Run ConfigCommand with ``args``; raise :class:`ConfigCommandError` on a non-zero exit."""
         with tempfile.TemporaryDirectory(prefix="kqplan-configcommand-") as scratch:
-            log_config = write_log_config(Path(scratch) / "log4j2.properties",
+            log_config = write_log_config(Path(scratch) / "log.properties", libs=self.libs,
                                           target="SYSTEM_ERR", level="WARN")
             argv = ["--bootstrap-server", self.bootstrap, *args]
             if self.properties:

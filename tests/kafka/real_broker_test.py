@@ -29,8 +29,9 @@ from kqplan.cluster.kafka import KafkaCluster
 from kqplan.entity import Entity
 from kqplan.state import QuotaState
 from tests.kafka import broker as harness
-from tests.kafka.broker import KafkaBroker, api_versions_answer, die_with_parent, kafka_version, stop_process
+from tests.kafka.broker import KafkaBroker, api_versions_answer, die_with_parent, stop_process, version_tuple
 from tests.kafka.configcommand import ConfigCommandError, Select, parse_describe, parse_entity
+from tests.kafka.plugin import selected_specs
 
 EXACT, DEFAULT = 0, 1
 CLUSTER_AUTHORIZATION_FAILED = 31
@@ -270,11 +271,18 @@ def test_configcommand_output_parsing():
 # The harness itself
 
 
-def test_fixture_describes_the_broker(real_kafka):
-    assert real_kafka.version == kafka_version()
+def test_fixture_describes_the_broker(real_kafka, kafka_spec):
+    assert real_kafka.spec == kafka_spec
+    assert kafka_spec in selected_specs()
     assert any(real_kafka.libs.glob(f"kafka-clients-{real_kafka.version}.jar"))
     with kqplan_cluster(real_kafka) as c:
-        assert c.identity().cluster_id == real_kafka.cluster_id
+        identity = c.identity()
+    assert identity.cluster_id == real_kafka.cluster_id
+    # kqplan tells the metadata mode from the ApiVersions answer, and the release only as a lower bound.
+    assert identity.mode == real_kafka.mode
+    assert identity.version is not None
+    assert identity.version.startswith(">=")
+    assert version_tuple(identity.version[2:]) <= version_tuple(real_kafka.version)
     if real_kafka.external:
         return
     assert set(real_kafka.users) == {"admin", "reader", "nobody"}
@@ -295,17 +303,20 @@ def _processes_mentioning(text: str) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.real_kafka
-def test_stop_leaves_no_jvm(kafka_libs, tmp_path):
-    """A second, short-lived broker: up, answering, then stopped by PID with nothing left behind."""
+def test_stop_leaves_no_jvm(kafka_libs, kafka_spec, tmp_path):
+    """A second, short-lived broker: up, answering, then stopped by PID with nothing left behind
+    (in ZooKeeper mode, its ZooKeeper JVM too)."""
     if os.environ.get("KQPLAN_TEST_BOOTSTRAP"):
         pytest.skip("an external cluster is configured: no local JVM")
-    broker = KafkaBroker(kafka_libs, tmp_path / "second", kafka_version())
+    broker = KafkaBroker(kafka_libs, tmp_path / "second", kafka_spec.version, kafka_spec.mode)
     with broker:
         pid = broker.pid
         assert pid is not None
         assert Path(f"/proc/{pid}").exists()
         assert api_versions_answer(broker.host, broker.ports["PLAINTEXT"])
-        assert pid in _processes_mentioning(str(broker.workdir))
+        jvms = {pid} | ({broker.zookeeper.pid} if broker.zookeeper else set())
+        assert set(_processes_mentioning(str(broker.workdir))) == jvms
+        assert (broker.zookeeper is not None) == kafka_spec.zookeeper
     assert not Path(f"/proc/{pid}").exists()
     assert _processes_mentioning(str(broker.workdir)) == []
     assert not api_versions_answer(broker.host, broker.ports["PLAINTEXT"], timeout=0.5)
