@@ -15,7 +15,19 @@ def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):  # noqa:
     p = f"kqplan-adopt-{uuid.uuid4().hex[:8]}"
     try:
         kq = ["--bootstrap-server", live.bootstrap]
-        for names, add in ((f"user={p}-a", "producer_byte_rate=1235.0000001,consumer_byte_rate=10MiB"),
+        # KRaft keeps any double; a ZooKeeper-mode broker would store 1235 (issue 18), so alter
+        # refuses the fraction there before sending anything, and the round trip uses what it keeps.
+        rate = "1235" if live.zookeeper else "1235.0000001"
+        if live.zookeeper:
+            refused = run_cli("alter", "--names", f"user={p}-a", "--add", "producer_byte_rate=1235.0000001",
+                              *kq)
+            assert (refused.exit_code, refused.stdout) == (1, "")
+            assert refused.stderr == (
+                f"--add: error[KQP145] {{user={p}-a}}: a ZooKeeper-mode broker stores 1235.0000001 as 1235 "
+                "(producer_byte_rate is LONG): the plan would never converge; write the whole number\n"
+                "Found 1 error(s).\n")
+            assert live.state(mine(p)) == {}
+        for names, add in ((f"user={p}-a", f"producer_byte_rate={rate},consumer_byte_rate=10MiB"),
                            (f"user={p} spaced ü,client-id=app", "request_percentage=12.5")):
             result = run_cli("alter", "--names", names, "--add", add, *kq)
             assert result.exit_code == 0, result.stderr
@@ -26,7 +38,7 @@ def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):  # noqa:
         result = run_cli("alter", "--names", f"user={p}-a", "--defaults", "client-id",
                          "--add", "controller_mutation_rate=0.5", *kq)
         assert result.exit_code == 0, result.stderr
-        want = {Entity.user(f"{p}-a"): {"producer_byte_rate": 1235.0000001, "consumer_byte_rate": 10485760.0},
+        want = {Entity.user(f"{p}-a"): {"producer_byte_rate": float(rate), "consumer_byte_rate": 10485760.0},
                 Entity.user_client(f"{p} spaced ü", "app"): {"request_percentage": 12.5},
                 Entity.user_client(f"{p}-a", None): {"controller_mutation_rate": 0.5}}
         assert live.until(mine(p), want) == want
@@ -36,7 +48,7 @@ def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):  # noqa:
         lines = described.stdout.splitlines()
         assert lines[0] == f"{{user={p}-a}}"
         assert sorted(line.strip() for line in lines[1:] if line.strip()) == [
-            "consumer_byte_rate=10485760", "producer_byte_rate=1235.0000001"]
+            "consumer_byte_rate=10485760", f"producer_byte_rate={rate}"]
 
         snapshot = tmp_path / "all.json"
         assert run_cli("export", "--format", "json", "--out", snapshot, *kq).exit_code == 0
@@ -51,6 +63,6 @@ def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):  # noqa:
         assert resolved["quotas"]["controller_mutation_rate"]["value"] == 0.5
         assert resolved["quotas"]["controller_mutation_rate"]["source"] == {"user": f"{p}-a",
                                                                              "client-id": None}
-        assert resolved["quotas"]["producer_byte_rate"]["value"] == 1235.0000001
+        assert resolved["quotas"]["producer_byte_rate"]["value"] == float(rate)
     finally:
         live.remove_all(mine(p))

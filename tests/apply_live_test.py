@@ -24,6 +24,8 @@ from kqplan.entity import Entity
 from kqplan.state import QuotaState
 from tests.cluster.proxy import CountingProxy
 from tests.helpers import REPO, Result, run_cli, write_manifest
+from tests.kafka.broker import KafkaSpec
+from tests.kafka.plugin import real_kafka_for, real_kafka_params
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,12 @@ class Live:
     bootstrap: str
     sasl_bootstrap: str
     users: dict[str, str]
+    kafka: KafkaSpec | None = None  # the real broker's version and mode; None for the sandbox
+
+    @property
+    def zookeeper(self) -> bool:
+        """A ZooKeeper-mode broker: other rules for the same requests (KQP145, kafka-quota-rules.md)."""
+        return self.kafka is not None and self.kafka.zookeeper
 
     def command_config(self, tmp_path: Path, user: str, password: str | None = None) -> Path:
         path = tmp_path / f"{user}.properties"
@@ -41,7 +49,15 @@ class Live:
         return path
 
     def cluster(self) -> KafkaCluster:
-        return KafkaCluster(config_from_properties("", bootstrap=self.bootstrap, source="(test)", env={}))
+        return KafkaCluster(config_from_properties(self.client_properties, bootstrap=self.bootstrap,
+                                                   source="(test)", env={}))
+
+    @property
+    def client_properties(self) -> str:
+        """Client settings for this target: a ZooKeeper-mode broker writes one ZooKeeper node per
+        entity in turn, and an alter of 5000 entities takes it longer than the default 30 s
+        request timeout on this machine (a KRaft broker: under 2 s)."""
+        return "request.timeout.ms=180000\n" if self.zookeeper else ""
 
     def state(self, owned: Callable[[Entity], bool]) -> QuotaState:
         with self.cluster() as c:
@@ -64,11 +80,11 @@ class Live:
                 c.alter(undo, validate_only=False)
 
 
-@pytest.fixture(params=["sandbox", pytest.param("real_kafka", marks=pytest.mark.real_kafka)])
+@pytest.fixture(params=["sandbox", *real_kafka_params()])
 def live(request) -> Iterator[Live]:
-    if request.param == "real_kafka":
-        broker = request.getfixturevalue("real_kafka")
-        yield Live("real_kafka", broker.bootstrap, broker.sasl_bootstrap, dict(broker.users))
+    if isinstance(request.param, KafkaSpec):
+        broker = real_kafka_for(request, request.param)
+        yield Live("real_kafka", broker.bootstrap, broker.sasl_bootstrap, dict(broker.users), broker.spec)
         return
     from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 
@@ -246,7 +262,10 @@ def test_apply_splits_above_kafkas_10000_record_cap(live, prefix, tmp_path):
         for i in range(5001))
     path = manifests(tmp_path, prefix, body)
     report = tmp_path / "report.json"
-    result = kq(live, "apply", path, "--auto-approve", "--report", report)
+    settings = tmp_path / "client.properties"
+    settings.write_text(live.client_properties)
+    # ZooKeeper mode has no record cap (reference, Appendix B) but kqplan splits the same way there.
+    result = kq(live, "apply", path, "--auto-approve", "--report", report, "--command-config", settings)
     assert result.exit_code == 0, result.stdout[-2000:] + result.stderr
     data = json.loads(report.read_text())
     assert data["batches"] == 2

@@ -27,6 +27,8 @@ from kqplan.entity import Entity
 from kqplan.errors import KqplanError
 from kqplan.state import QuotaState
 from tests.cluster.proxy import CountingProxy
+from tests.kafka.broker import KafkaSpec
+from tests.kafka.plugin import real_kafka_for, real_kafka_params
 
 if TYPE_CHECKING:
     from kqplan.sandbox import SandboxConfig
@@ -40,6 +42,7 @@ class Target:
     ssl_bootstrap: str | None = None
     ca_file: Path | None = None
     users: Mapping[str, str] = field(default_factory=dict)  # admin, reader, nobody -> password
+    kafka: KafkaSpec | None = None  # the real broker's version and mode; None for the sandbox
 
     def cluster(self, props: str = "", *, bootstrap: str | None = None) -> KafkaCluster:
         config = config_from_properties(props, bootstrap=bootstrap or self.bootstrap,
@@ -61,11 +64,11 @@ def _password_map(users) -> dict[str, str]:
     return {u.name: u.password for u in users}
 
 
-def _real_kafka(request) -> Target:
-    broker = request.getfixturevalue("real_kafka")
+def _real_kafka(request, spec: KafkaSpec) -> Target:
+    broker = real_kafka_for(request, spec)
     return Target("real_kafka", broker.bootstrap, getattr(broker, "sasl_bootstrap", None),
                   getattr(broker, "ssl_bootstrap", None), getattr(broker, "ca_file", None),
-                  _password_map(getattr(broker, "users", {})))
+                  _password_map(getattr(broker, "users", {})), broker.spec)
 
 
 SANDBOX_USERS = {"admin": "admin-secret", "reader": "reader-secret", "nobody": "nobody-secret"}
@@ -82,10 +85,10 @@ def sandbox_config(pki) -> SandboxConfig:
         Listener(sasl=True), Listener(tls_cert=pki.server_cert, tls_key=pki.server_key)))
 
 
-@pytest.fixture(params=["sandbox", pytest.param("real_kafka", marks=pytest.mark.real_kafka)])
+@pytest.fixture(params=["sandbox", *real_kafka_params()])
 def target(request, pki) -> Iterator[Target]:
-    if request.param == "real_kafka":
-        yield _real_kafka(request)
+    if isinstance(request.param, KafkaSpec):
+        yield _real_kafka(request, request.param)
         return
     from kqplan.sandbox import Sandbox
 

@@ -11,6 +11,8 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from kqplan.sandbox import Sandbox, SandboxConfig
+from tests.kafka.broker import KafkaSpec
+from tests.kafka.plugin import real_kafka_for, real_kafka_params
 
 
 @pytest.fixture
@@ -67,9 +69,10 @@ def test_api_versions_too_new_gets_the_v0_unsupported_answer(sandbox):
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(48, 7), (49, 9), (0, 99)])
-@pytest.mark.parametrize("where", ["sandbox", pytest.param("real_kafka", marks=pytest.mark.real_kafka)])
+@pytest.mark.parametrize("where", ["sandbox", *real_kafka_params()])
 def test_a_version_nobody_serves_closes_the_connection_as_kafka_does(request, where, api_key, version):
-    bootstrap = request.getfixturevalue(where).bootstrap
+    real = isinstance(where, KafkaSpec)
+    bootstrap = (real_kafka_for(request, where) if real else request.getfixturevalue(where)).bootstrap
     assert raw_request(bootstrap, api_key, version, b"\0" * 16) is None
 
 
