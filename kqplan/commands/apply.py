@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kqplan.apply import ApplyReport, apply, check_stale, report_to_json
+from kqplan.commands.inputs import manifest_paths
 from kqplan.commands.plan import (
     DEFAULT_GUARDRAILS,
     Guardrails,
@@ -15,7 +16,6 @@ from kqplan.commands.plan import (
     compute_plan,
     guardrail_problem,
     load_checked,
-    manifest_paths,
 )
 from kqplan.config import ClusterEntry, ProjectConfig
 from kqplan.console import Streams

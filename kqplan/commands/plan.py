@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kqplan.cluster.base import Cluster
+from kqplan.commands.inputs import declared_profile, manifest_paths
 from kqplan.config import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.diagnostics import Diagnostic, DiagnosticsError, render_text
@@ -37,18 +38,6 @@ class Guardrails:
 
 
 DEFAULT_GUARDRAILS = Guardrails()
-
-
-def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None) -> list[Path]:
-    """The paths given, else the inventory cluster's layers."""
-    if paths:
-        return list(paths)
-    if cluster is not None and cluster.manifests:
-        return list(cluster.manifests)
-    if cluster is not None:
-        raise KqplanError(f"cluster '{cluster.name}' lists no manifests in the inventory",
-                          hint=f"add manifests = [\"DIR\", ...] to [clusters.{cluster.name}], or give paths")
-    raise KqplanError("no manifests given", hint="give manifest files or directories, or --cluster NAME")
 
 
 def load_checked(paths: Sequence[Path], config: ProjectConfig, streams: Streams, *,
@@ -94,11 +83,6 @@ def check_versions(desired: DesiredState, profile: ClusterProfile) -> None:
     found = version_diagnostics(desired, profile)
     if found:
         raise DiagnosticsError(found)
-
-
-def declared_profile(entry: ClusterEntry | None) -> ClusterProfile:
-    """The mode/version an inventory entry declares for offline checks (unknown: KRaft rules)."""
-    return ClusterProfile.of(entry.version, entry.mode) if entry is not None else ClusterProfile()
 
 
 def check_inventory_id(entry: ClusterEntry | None, cluster_id: str | None, address: str) -> None:

@@ -63,7 +63,8 @@ def snapshot(entry: ClusterEntry, out: Path) -> int:
 def plan(entry: ClusterEntry, config: ProjectConfig) -> tuple[Plan, QuotaState, QuotaState]:
     """``kqplan plan --cluster NAME``'s plan (layers, ownership, prune, guards, guardrails), with
     the desired and actual states it was computed from (one describe)."""
-    from kqplan.commands.plan import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem, manifest_paths
+    from kqplan.commands.inputs import manifest_paths
+    from kqplan.commands.plan import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem
     from kqplan.manifest.compile import load_desired
 
     desired = load_desired(manifest_paths((), entry), config)
