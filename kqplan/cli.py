@@ -200,7 +200,7 @@ def validate(
     config: ConfigOpt = None,
 ) -> int:
     """Check manifests offline; report every problem with file:line:column."""
-    from kqplan.commands.plan import declared_profile, manifest_paths
+    from kqplan.commands.inputs import declared_profile, manifest_paths
     from kqplan.commands.validate import DiagnosticFormat
     from kqplan.commands.validate import validate as command
 
