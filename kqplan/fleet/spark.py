@@ -71,7 +71,10 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
     saved = {k: os.environ.get(k) for k in _CONNECT_ENV}
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     log = None
-    if remote:
+    # a session this process already runs (an application embedding kqplan, a test suite) is
+    # reused by getOrCreate and is not kqplan's to stop
+    existing = None if remote else SparkSession.getActiveSession()
+    if remote or existing is not None:
         spark = builder.getOrCreate()
     else:
         fd, log = tempfile.mkstemp(prefix="kqplan-spark-", suffix=".log")
@@ -84,7 +87,8 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
         yield spark
         failed = False
     finally:
-        spark.stop()
+        if existing is None:
+            spark.stop()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
