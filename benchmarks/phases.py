@@ -1,6 +1,7 @@
 """Where a big plan's time goes, phase by phase, plus the issue-15 end-to-end measures.
 
 Run: .venv/bin/python benchmarks/phases.py [--n 100000] [--files 10] [--real]
+(an older checkout: PYTHONPATH=/path/to/checkout .venv/bin/python benchmarks/phases.py ...)
 
 Phases (in-process, one run each after one warm-up, the collector paused as the CLI does):
 import, load (read + parse + shape check), compile, describe (request + decode), diff, checks
@@ -30,7 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-KQPLAN = Path(sys.executable).with_name("kqplan")
+# `python -m kqplan` rather than the console script, so that PYTHONPATH=<an older checkout> measures
+# that checkout with the same interpreter and libraries (the before/after table).
+KQPLAN = [sys.executable, "-m", "kqplan"]
 
 
 def timed(args: list[str]) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
@@ -78,7 +81,7 @@ def sandbox(seed: Path, log: Path | None = None) -> Iterator[str]:
 
 def touch_cluster(bootstrap: str) -> None:
     """One committed alter (a new entity), so the sandbox's next describe is a first one."""
-    subprocess.run([str(KQPLAN), "alter", "--bootstrap-server", bootstrap, "--names",
+    subprocess.run([*KQPLAN, "alter", "--bootstrap-server", bootstrap, "--names",
                     f"user=touch-{time.time_ns()}", "--add", "producer_byte_rate=1024"],
                    check=True, capture_output=True)
 
@@ -171,19 +174,20 @@ def real_broker(work: Path, n: int, big: int | None) -> list[tuple[str, str]]:
                   "--auto-approve"])):
             report = work / "report.json"
             extra = ["--report", str(report)] if args[0] == "apply" else []
-            wall, rss, done = timed([str(KQPLAN), *args, *extra, *target])
+            wall, rss, done = timed([*KQPLAN, *args, *extra, *target])
             assert done.returncode == 0, done.stdout.decode()[-2000:] + done.stderr.decode()
             polls = ""
             if extra:
-                verify = json.loads(report.read_text())["verify"]
+                doc = json.loads(report.read_text())
+                verify = doc.get("verify") or {"polls": f"{doc['requests']['describe']}?", "seconds": "?"}
                 polls = f", verify {verify['polls']} describe(s) in {verify['seconds']} s"
             rows.append((label, f"{wall:.2f} s, {rss // 1024} MiB{polls}"))
         if big:
             manifests = users_manifest(work / "real-big.yaml", big)
-            done = subprocess.run([str(KQPLAN), "apply", str(manifests), "--auto-approve", *target],
+            done = subprocess.run([*KQPLAN, "apply", str(manifests), "--auto-approve", *target],
                                   capture_output=True, check=False)
             assert done.returncode == 0, done.stderr.decode()
-            wall, rss, done = timed([str(KQPLAN), "plan", str(manifests), "--format", "json", "--out",
+            wall, rss, done = timed([*KQPLAN, "plan", str(manifests), "--format", "json", "--out",
                                      str(work / "plan-real.json"), *target])
             rows.append((f"real Kafka {version}: plan {big} (no changes), --format json --out",
                          f"{wall:.2f} s, {rss // 1024} MiB"))
@@ -206,7 +210,7 @@ def main() -> None:
                    "  - user: alice\n    quotas:\n      producer_byte_rate: 1MiB\n")
     rows: list[tuple[str, str]] = []
     with sandbox(seed) as bootstrap:
-        plan_args = [str(KQPLAN), "plan", str(manifests), "--bootstrap-server", bootstrap,
+        plan_args = [*KQPLAN, "plan", str(manifests), "--bootstrap-server", bootstrap,
                      "--format", "json", "--out", str(work / "plan.json")]
         touch_cluster(bootstrap)
         wall, rss, done = timed(plan_args)
@@ -221,10 +225,10 @@ def main() -> None:
                  f"{sandbox_first_describe(seed):.3f} s"))
     for label, target in ((f"validate {args.n}", manifests), (f"validate {args.n // 10}", small),
                           ("validate one small file", one)):
-        wall, rss, done = timed([str(KQPLAN), "validate", str(target)])
+        wall, rss, done = timed([*KQPLAN, "validate", str(target)])
         assert done.returncode == 0, done.stderr.decode()
         rows.append((label, f"{wall:.2f} s, {rss // 1024} MiB"))
-    wall, _, _ = timed([str(KQPLAN), "--help"])
+    wall, _, _ = timed([*KQPLAN, "--help"])
     rows.append(("kqplan --help", f"{wall:.2f} s"))
     if args.real:
         rows += real_broker(work, args.real_n, args.real_big)
