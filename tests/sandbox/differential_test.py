@@ -13,6 +13,11 @@ Scenarios use names unique to one run (and random 10.x ip literals), so the shar
 run them in any order, and remove what they set. The default entities of a whole type
 (``{user=null}``, ``{ip=null}``) are shared by every test, so they are only ever written
 with validateOnly. Authorization (31) needs an authorizer and is covered by the engine tests.
+
+The sandbox answers in the flavour of the real broker's metadata mode (``real_kafka.mode``):
+``kraft`` against a KRaft broker, ``zk`` against a ZooKeeper-mode one (the harness's matrix,
+``KQPLAN_KAFKA_MATRIX=3.9.1-zookeeper``; docs/zk-rules.md). Every scenario runs in both modes:
+each is a request sequence, and the sandbox's answers are the expectation whatever they are.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.transport import KafkaTransport
-from kqplan.sandbox.engine import AlterEntry, DescribeComponent, QuotaEngine, WireOp
+from kqplan.sandbox.engine import AlterEntry, DescribeComponent, WireOp
+from kqplan.sandbox.flavors import Flavor, new_engine
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 POLL_S = 20.0  # how long a real-broker describe may lag behind an alter (ref §2.8)
@@ -71,6 +78,8 @@ class Names:
     """Names unique to one scenario run; ``owns`` tells its entities from everyone else's."""
 
     tag: str
+    flavor: Flavor = Flavor.KRAFT
+    """The mode the scenario runs in: a few scenarios leave out steps that cost one mode minutes."""
     prefix: str = ""
     ips: set[str] = field(default_factory=set)
 
@@ -84,6 +93,13 @@ class Names:
         """A random 10.x.y.z literal (ip entity names must resolve, so no prefix there)."""
         raw = uuid.uuid4().bytes
         address = f"10.{raw[0]}.{raw[1]}.{raw[2]}"
+        self.ips.add(address)
+        return address
+
+    def ipv6(self) -> str:
+        """A random fd00::/8 literal (refused by ZooKeeper-mode brokers, stored by KRaft ones)."""
+        raw = uuid.uuid4().bytes
+        address = f"fd00::{raw[0]:x}:{raw[1]:x}:{raw[2]:x}"
         self.ips.add(address)
         return address
 
@@ -169,8 +185,8 @@ class EngineTarget:
 
     name = "engine"
 
-    def __init__(self) -> None:
-        self.engine = QuotaEngine()
+    def __init__(self, flavor: Flavor = Flavor.KRAFT) -> None:
+        self.engine = new_engine(flavor, None)
 
     def close(self) -> None:
         pass
@@ -214,8 +230,9 @@ def cleanup(target: Target, names: Names) -> None:
         target.alter(Alter(removals[start:start + 2000]))
 
 
-def compare(reference: Target, other: Target, scenario: Callable[[Names], list[Step]], tag: str) -> None:
-    names = Names(tag)
+def compare(reference: Target, other: Target, scenario: Callable[[Names], list[Step]], tag: str,
+            flavor: Flavor) -> None:
+    names = Names(tag, flavor)
     steps = scenario(names)
     try:
         expected = run(reference, steps, names)
@@ -485,11 +502,17 @@ def _users(n: Names, count: int, tag: str) -> list[tuple[Pairs, Sequence[OpSpec]
 @scenario
 def record_cap_exceeded(n: Names) -> list[Step]:
     """ref §2.1 step 6, §2.7, §6.18: 10001 records fail every wire entry with 44 and the generic
-    text, entities echoed verbatim (repeats too), validateOnly included; nothing written."""
+    text, entities echoed verbatim (repeats too), validateOnly included; nothing written.
+
+    ZooKeeper mode has no cap (zk-rules §A5): validateOnly answers every entity on its own. The
+    real write is left out there: 10 003 znode writes (and their removal) take a 3.9 broker
+    minutes, beyond a request timeout, and prove no more than validateOnly, which runs the same
+    checks and reads the same nodes."""
     entries = [*_users(n, 10_001, "cap"),
                ((("user", n("x")), ("user", n("cap0"))), [put("producer_byte_rate", 1.0)]),
                ((("foo", ""),), [put("bar", -1.0)])]
-    return [Alter(entries, validate_only=True), Alter(entries),
+    writes = [Alter(entries)] if n.flavor is Flavor.KRAFT else []
+    return [Alter(entries, validate_only=True), *writes,
             Describe([("user", EXACT, n("cap0"))]), Describe([("user", EXACT, n("cap10000"))])]
 
 
@@ -571,6 +594,79 @@ def protocol_v0(n: Names) -> list[Step]:
             Describe([("user", EXACT, n("u"))], version=0)]
 
 
+# Scenarios for what ZooKeeper-mode brokers do differently (docs/zk-rules.md); they run in both modes.
+
+@scenario
+def ipv6_ip_entities(n: Names) -> list[Step]:
+    """zk-rules §A2: ip names are checked as ZooKeeper node names, so IPv6 literals are refused
+    (``%3A%3A1 is not a valid IP or resolvable host.``); KRaft stores them."""
+    mine = (("ip", n.ipv6()),)
+    op = [put("connection_creation_rate", 3.0)]
+    others = ("::1", "2001:db8::1", "::ffff:10.0.0.8", "0:0:0:0:0:0:0:1")
+    return [Alter([((("ip", name),), op) for name in others], validate_only=True),
+            Alter([(mine, op)]), Describe([("ip", SPECIFIED, None)]), Describe(_exact(mine), strict=True)]
+
+
+@scenario
+def names_as_zookeeper_nodes(n: Names) -> list[Step]:
+    """zk-rules §A1, §D3: names are URL-encoded into znode names and back; ``.``/``..`` and an
+    empty element make invalid paths (UNKNOWN_SERVER_ERROR on ZooKeeper, ordinary names on KRaft)."""
+    odd = (("user", n("a b*c+d/é%~<default>")), ("client-id", n("x.y-z_1")))
+    op = [put("producer_byte_rate", 2.0)]
+    return [Alter([(odd, op), ((("user", n("<default>")),), op)]),
+            Describe(_exact(odd), strict=True), Describe([("user", SPECIFIED, None)]),
+            Alter([((("user", name),), op) for name in (".", "..", "...")] +
+                  [((("user", n("u")), ("client-id", ".")), op), ((("client-id", ".."),), op),
+                   ((("ip", "."),), [put("connection_creation_rate", 1.0)])], validate_only=True),
+            *(Describe(f, strict=strict) for strict in (False, True) for f in (
+                [("user", EXACT, "")], [("user", EXACT, ".")], [("client-id", EXACT, "..")],
+                [("user", EXACT, n("u")), ("client-id", EXACT, "")],
+                [("user", EXACT, ""), ("client-id", DEFAULT, None)], [("ip", EXACT, "")],
+                [("ip", EXACT, ".")], [("user", DEFAULT, None), ("client-id", EXACT, "...")]))]
+
+
+@scenario
+def scram_keys(n: Names) -> list[Step]:
+    """zk-rules §A3: SCRAM mechanisms are user keys on ZooKeeper that alterClientQuotas cannot set
+    (UNKNOWN_SERVER_ERROR); client-id entities and KRaft do not know them; removal is never checked."""
+    scram = [put("SCRAM-SHA-256", 4096.0)]
+    return [Alter([((("user", n("u")),), scram), ((("user", n("u")), ("client-id", n("c"))), scram),
+                   ((("client-id", n("c")),), [put("SCRAM-SHA-512", 1.0)]),
+                   ((("user", n("v")),), [rm("SCRAM-SHA-256")])]),
+            Alter([((("user", None),), scram)], validate_only=True)]
+
+
+@scenario
+def duplicates_answer_and_write(n: Names) -> list[Step]:
+    """zk-rules §A5: duplicate entities; which answer is given, and which entry was written."""
+    v, w = (("user", n("v")),), (("user", n("w")),)
+    return [Alter([(v, [put("producer_byte_rate", 7.0)]), (v, [put("producer_byte_rate", 0.5)]),
+                   (w, [put("producer_byte_rate", 0.5)]), (w, [put("consumer_byte_rate", 8.0)])]),
+            Describe(_exact(v), strict=True), Describe(_exact(w), strict=True),
+            Alter([(v, [put("request_percentage", 1.0)]), (v, [put("request_percentage", 2.0)])],
+                  validate_only=True),
+            Describe(_exact(v), strict=True)]
+
+
+@scenario
+def first_bad_op(n: Names) -> list[Step]:
+    """zk-rules §A4: ops run in request order on ZooKeeper (HashMap order on KRaft)."""
+    u = (("user", n("u")),)
+    return [Alter([(u, [put("consumer_byte_rate", 0.5), put("foo", 1.0)])]),
+            Alter([(u, [put("foo", 1.0), put("consumer_byte_rate", 0.5)])]),
+            Alter([(u, [put("request_percentage", 1.0), put("producer_byte_rate", -3.0), put("bar", 2.0)])]),
+            Describe(_exact(u), strict=True)]
+
+
+@scenario
+def match_strings_on_default_and_specified(n: Names) -> list[Step]:
+    """zk-rules §D1: ZooKeeper drops a match string on DEFAULT/SPECIFIED; KRaft refuses it."""
+    e = (("user", n("u")), ("client-id", None))
+    return [Alter([(e, [put("producer_byte_rate", 4.0)])]),
+            Describe([("user", SPECIFIED, n("junk")), ("client-id", DEFAULT, n("junk"))], strict=True),
+            Describe([("user", EXACT, n("u")), ("client-id", DEFAULT, "")], strict=True)]
+
+
 # -- the tests -----------------------------------------------------------------------------------
 
 pytestmark = pytest.mark.real_kafka
@@ -584,11 +680,17 @@ def real_target(real_kafka: Any) -> Iterator[WireTarget]:
 
 
 @pytest.fixture(scope="module")
-def sandbox_target() -> Iterator[WireTarget]:
+def flavor(real_kafka: Any) -> Flavor:
+    """The sandbox flavour that answers as the real broker's metadata mode does."""
+    return Flavor.ZK if real_kafka.mode == "zookeeper" else Flavor.KRAFT
+
+
+@pytest.fixture(scope="module")
+def sandbox_target(flavor: Flavor) -> Iterator[WireTarget]:
     from kqplan.sandbox import Sandbox, SandboxConfig
 
-    with Sandbox.start(SandboxConfig(port=0)) as sb:
-        target = WireTarget("sandbox", sb.bootstrap)
+    with Sandbox.start(SandboxConfig(port=0, flavor=flavor)) as sb:
+        target = WireTarget(f"sandbox-{flavor}", sb.bootstrap)
         yield target
         target.close()
 
@@ -598,13 +700,33 @@ def test_there_are_enough_scenarios():
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_sandbox_agrees_with_real_kafka(name, sandbox_target, real_target):
-    compare(sandbox_target, real_target, SCENARIOS[name], name)
+def test_sandbox_agrees_with_real_kafka(name, flavor, sandbox_target, real_target):
+    compare(sandbox_target, real_target, SCENARIOS[name], name, flavor)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_engine_agrees_with_real_kafka(name, real_target):
-    compare(EngineTarget(), real_target, SCENARIOS[name], name)
+def test_engine_agrees_with_real_kafka(name, flavor, real_target):
+    compare(EngineTarget(flavor), real_target, SCENARIOS[name], name, flavor)
+
+
+def test_zk_flavour_advertises_the_real_brokers_api_versions(flavor, sandbox_target, real_target):
+    """A ZooKeeper-mode broker's ApiVersions set (LeaderAndIsr and all) is what kqplan reads the
+    mode and the release from; the zk flavour advertises the real broker's keys and ranges. The
+    kraft flavour advertises only the APIs it serves (a real KRaft broker advertises ~60)."""
+    if flavor is not Flavor.ZK:
+        pytest.skip("the kraft flavour advertises only what it serves")
+
+    def advertised(target: WireTarget) -> dict[int, tuple[int, int]]:
+        # v3+ needs a valid client software name: a real broker answers "" with INVALID_REQUEST
+        # (ApiVersionsRequest.isValid), which the sandbox does not check (docs/zk-rules.md §G)
+        request = ApiVersionsRequest(client_software_name="kqplan-test", client_software_version="1.0")
+        response = target.transport.send(request)
+        assert response.error_code == 0
+        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    assert advertised(sandbox_target) == advertised(real_target)
+    kinds = {t.name: t.transport.broker_kind() for t in (sandbox_target, real_target)}
+    assert kinds[sandbox_target.name] == kinds[real_target.name] == (">=3.9", "zookeeper")
 
 
 # -- random requests (hypothesis) -----------------------------------------------------------------
@@ -643,10 +765,10 @@ def _realise(n: Names, requests: list[tuple[list[Any], bool]]) -> list[Step]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(requests=_REQUESTS)
-def test_random_alters_agree_with_real_kafka(real_target, requests):
+def test_random_alters_agree_with_real_kafka(flavor, real_target, requests):
     """Random requests (valid, invalid, duplicate, repeated types) give the same answers and the
     same resulting state on the engine and on the real broker."""
-    compare(EngineTarget(), real_target, lambda n: _realise(n, requests), "random")
+    compare(EngineTarget(flavor), real_target, lambda n: _realise(n, requests), "random", flavor)
 
 
 _MATCH = st.sampled_from([None, "", "n0", "n1", "<default>", "ip0"])
@@ -655,7 +777,7 @@ _COMPONENTS = st.lists(st.tuples(_TYPES, st.sampled_from([0, 0, 1, 2, 2, 3]), _M
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(components=_COMPONENTS, strict=st.booleans())
-def test_random_filters_agree_with_real_kafka(real_target, components, strict):
+def test_random_filters_agree_with_real_kafka(flavor, real_target, components, strict):
     """Random describe filters over a fixed set of entities: same errors, same matches."""
     def steps(n: Names) -> list[Step]:
         ip = n.ip()
@@ -671,4 +793,4 @@ def test_random_filters_agree_with_real_kafka(real_target, components, strict):
                                 3.0)]) for e in seed]),
                 Describe([(t, m, match(v)) for t, m, v in components], strict=strict)]
 
-    compare(EngineTarget(), real_target, steps, "filters")
+    compare(EngineTarget(flavor), real_target, steps, "filters", flavor)
