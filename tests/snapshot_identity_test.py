@@ -54,3 +54,16 @@ def test_fleet_snapshot_records_what_it_saw(tmp_path: Path) -> None:
         assert done.exit_code == 0, done.stdout + done.stderr
     doc = json.loads((tmp_path / "out" / "a.json").read_text())
     assert (doc["cluster_id"], doc["kafka_version"], doc["mode"]) == ("k-1", ">=2.6", "kraft")
+
+
+def test_the_sandboxs_state_file_records_its_flavour(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    with Sandbox.start(SandboxConfig(flavor=Flavor.ZK, state_file=state)) as zk:
+        done = run_cli("alter", "--bootstrap-server", zk.bootstrap, "--names", "user=a",
+                       "--add", "producer_byte_rate=1024")
+        assert done.exit_code == 0, done.stdout + done.stderr
+    doc = json.loads(state.read_text())
+    assert (doc["kafka_version"], doc["mode"]) == ("3.9", "zookeeper")
+    plan = run_cli("plan", write_manifest(tmp_path / "m" / "q.yaml", FRACTION), "--state", state)
+    assert plan.exit_code == 1  # a plan from it follows ZooKeeper's rules offline
+    assert "KQP145" in plan.stderr

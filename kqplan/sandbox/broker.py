@@ -496,7 +496,9 @@ class Sandbox:
                 self._stale = (time.monotonic() + self.faults.lag_ms / 1000, stale)
             if self.config.state_file is not None:
                 # before the answer: an acknowledged alter is on disk (temp file, fsync, rename)
-                write_atomically(self.config.state_file, snapshot_to_json(self.engine.state, self.cluster_id))
+                write_atomically(self.config.state_file, snapshot_to_json(
+                    self.engine.state, self.cluster_id, kafka_version=self.config.flavor.release,
+                    mode=self.config.flavor.mode))
         return results + failing
 
     def _record(self, header: apis.Header, conn: _Connection, *, entries: int | None = None,

@@ -21,6 +21,11 @@ class Flavor(StrEnum):
         """The metadata mode kqplan reports for such a cluster (kqplan.versions)."""
         return "zookeeper" if self is Flavor.ZK else "kraft"
 
+    @property
+    def release(self) -> str:
+        """The Kafka release this flavour answers as (recorded in ``--state`` snapshots)."""
+        return "3.9" if self is Flavor.ZK else "4.3"
+
 
 def new_engine(flavor: Flavor, state: QuotaState | None, *,
                resolve_host: Callable[[str], bool] | None = None) -> QuotaEngine:
