@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -763,7 +763,13 @@ def _realise(n: Names, requests: list[tuple[list[Any], bool]]) -> list[Step]:
     return [*steps, Describe()]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+# Every example is a round trip to a real broker: a failure is reported once shrunk, without
+# hypothesis's "explain" phase, which replays it hundreds of times (a run spent 30 minutes there,
+# where pytest-timeout's failure only fed more shrinking).
+_OVER_THE_WIRE = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), phases=_OVER_THE_WIRE)
 @given(requests=_REQUESTS)
 def test_random_alters_agree_with_real_kafka(flavor, real_target, requests):
     """Random requests (valid, invalid, duplicate, repeated types) give the same answers and the
@@ -775,7 +781,7 @@ _MATCH = st.sampled_from([None, "", "n0", "n1", "<default>", "ip0"])
 _COMPONENTS = st.lists(st.tuples(_TYPES, st.sampled_from([0, 0, 1, 2, 2, 3]), _MATCH), max_size=3)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), phases=_OVER_THE_WIRE)
 @given(components=_COMPONENTS, strict=st.booleans())
 def test_random_filters_agree_with_real_kafka(flavor, real_target, components, strict):
     """Random describe filters over a fixed set of entities: same errors, same matches."""
