@@ -676,6 +676,41 @@ def fleet_plan(
         json_errors=fmt == "json")
 
 
+@fleet_app.command("rightsize")
+def fleet_rightsize(
+    usage: Annotated[list[Path], typer.Option(
+        "--usage", metavar="FILE|DIR", help="Usage samples: CSV, JSON lines or Parquet (repeatable).")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
+        "Write DIR/<cluster>/rightsize.yaml, DIR/proposals.parquet and DIR/proposals.md."))],
+    cluster: FleetClustersOpt = None,
+    stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "p99",
+    headroom: Annotated[float, typer.Option(
+        "--headroom", metavar="X", help="Multiplies the statistic before rounding up (at least 1).")] = 1.5,
+    tolerance: Annotated[float, typer.Option("--tolerance", metavar="T", help=(
+        "Keep a current quota that covers the proposal and is at most (1+T) x it."))] = 0.5,
+    minimum: Annotated[list[str] | None, typer.Option(
+        "--min", metavar="KEY=VALUE",
+        help="Floor for a key, e.g. producer_byte_rate=1MiB (repeatable).")] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", metavar="KEY=VALUE", help="A label of the written manifests (repeatable).")] = None,
+    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")] = "local",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")] = "text",
+    spark_master: Annotated[str | None, typer.Option(
+        "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")] = None,
+    spark_remote: Annotated[str | None, typer.Option(
+        "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")] = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Proposed quotas from observed usage (statistic x headroom, rounded up), as manifests per cluster."""
+    from kqplan.commands.fleet import Engine, FleetFormat, rightsize_command
+
+    _use_config(config)
+    return run(lambda: rightsize_command(
+        _config(), cluster or [], usage=usage, stat=stat, headroom=headroom, tolerance=tolerance,
+        mins=minimum or [], labels=label or [], engine=_choice(Engine, engine, "--engine"), out=out,
+        fmt=_choice(FleetFormat, fmt, "--format"), streams=_streams(), spark_master=spark_master,
+        spark_remote=spark_remote), json_errors=fmt == "json")
+
 
 def _choice(enum: Any, value: str, option: str) -> Any:
     try:

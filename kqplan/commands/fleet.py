@@ -190,3 +190,106 @@ def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: S
                          f"{shown or 'none'}; {s['unlimited']} unlimited; {s['unused_entries']} unused "
                          "quota entries")
     return "\n".join(lines) + "\n"
+
+
+def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[Path], stat: str,
+                      headroom: float, tolerance: float, mins: Sequence[str], labels: Sequence[str],
+                      engine: Engine, out: Path, fmt: FleetFormat, streams: Streams,
+                      spark_master: str | None = None, spark_remote: str | None = None) -> int:
+    """Proposed quotas from observed usage: ``out/<cluster>/rightsize.yaml`` (valid input for
+    ``kqplan plan``), ``out/proposals.parquet``, ``out/proposals.md`` and a summary. Exit 1 when a
+    cluster failed or a written manifest does not validate under the project's config."""
+    from kqplan.diagnostics import render_text
+    from kqplan.fleet.impact import read_usage, usage_files
+    from kqplan.fleet.proposals import (
+        MANIFEST_NAME,
+        ClusterResult,
+        manifest_text,
+        render_json,
+        render_markdown,
+        write_proposals,
+    )
+    from kqplan.fleet.proposals import render_text as render_summary
+    from kqplan.fleet.rightsize import Rules, proposal_rows, spark_proposal_rows
+    from kqplan.manifest.compile import load_desired
+    from kqplan.policy import MISSING_DEFAULT
+    from kqplan.state import write_atomically
+
+    rules = Rules.of(stat=stat, headroom=headroom, tolerance=tolerance, mins=mins, policy=config.policy)
+    label_map = _labels(labels)
+    entries = clusters.select(config, names)
+    for entry in entries:  # each cluster's manifest goes to out/<name>/: the name must be one folder
+        if entry.name in (".", "..") or any(c in entry.name for c in "/\\\0"):
+            raise KqplanError(f"cluster name '{entry.name}' cannot be a directory name",
+                              hint="rename the [clusters.…] table in kqplan.toml")
+    if out.exists() and not out.is_dir():
+        raise KqplanError(f"--out {out} is a file", hint="give a directory for the manifests and tables")
+    list(usage_files(usage))  # a missing --usage path is an error before any cluster is described
+    results = clusters.each(entries, _describe)
+    states = {r.cluster: r.value[0] for r in results if r.value is not None}
+    with streams.progress() as progress:
+        if engine is Engine.SPARK:
+            from kqplan.fleet.spark import session, usage_frame
+
+            progress("Proposing on Spark")
+            with session(master=spark_master, remote=spark_remote) as spark:
+                rows = spark_proposal_rows(spark, states, usage_frame(spark, usage), rules)
+        else:
+            samples = read_usage(usage)
+            progress(f"Proposing from {len(samples)} samples")
+            rows = proposal_rows(states, samples, rules)
+    out.mkdir(parents=True, exist_ok=True)
+    write_proposals(rows, out / "proposals.parquet")
+    outcomes: list[ClusterResult] = []
+    invalid = False
+    for r in results:
+        if r.value is None:
+            outcomes.append(ClusterResult(r.cluster, error=r.error))
+            continue
+        state, cluster_id = r.value
+        mine = [row for row in rows if row.cluster == r.cluster]
+        folder = out / r.cluster
+        folder.mkdir(exist_ok=True)
+        path = folder / MANIFEST_NAME
+        write_atomically(path, manifest_text(r.cluster, cluster_id, mine, state, rules=rules,
+                                                   labels=label_map))
+        # what `kqplan validate` would say of it under this project's config (policy included); a
+        # required <default> entity concerns the whole manifest set, not these entries
+        problems = [d for d in load_desired([folder], config).diagnostics
+                    if d.is_error and d.code != MISSING_DEFAULT]
+        if problems:
+            invalid = True
+            streams.warn(render_text(problems))
+            streams.warn(f"{path}: the proposals do not validate under {config.source or 'the config'}")
+        outcomes.append(ClusterResult(r.cluster, mine, path))
+    table = out / "proposals.parquet"
+    write_atomically(out / "proposals.md", render_markdown(outcomes, rules, limit=None))
+    if fmt is FleetFormat.JSON:
+        streams.print(render_json(outcomes, table), end="")
+    elif fmt is FleetFormat.MARKDOWN:
+        streams.print(render_markdown(outcomes, rules), end="")
+    else:
+        streams.print(render_summary(outcomes, table), end="")
+    return ExitCode.ERROR if invalid or any(o.error is not None for o in outcomes) else ExitCode.OK
+
+
+def _describe(entry: Any) -> tuple[Any, str | None]:
+    """One describe of an inventory cluster (its ``id`` checked first): (state, cluster id)."""
+    from kqplan.commands.plan import check_inventory_id
+    from kqplan.target import Target, open_cluster
+
+    with open_cluster(Target.of_cluster(entry)) as cluster:
+        ident = cluster.identity()
+        check_inventory_id(entry, ident.cluster_id, ident.address)
+        return cluster.describe(), ident.cluster_id
+
+
+def _labels(items: Sequence[str]) -> dict[str, str]:
+    """``--label KEY=VALUE`` values: the manifest's labels (a policy may require some)."""
+    labels: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise KqplanError(f"--label {item!r} is not KEY=VALUE", hint="e.g. --label team=platform")
+        labels[key.strip()] = value.strip()
+    return labels

@@ -1,0 +1,220 @@
+"""fleet rightsize's outputs: a manifest per cluster, ``proposals.parquet`` and the summaries.
+
+The manifest lists only the entities to write (actions raise, lower, limit and pin), each with the
+keys it already has on the cluster — a listed entity is owned whole, so leaving one out would
+delete it — and no ``ownership`` block, so planning it touches nothing else. Above each entity a
+comment says why, for the reviewer of the pull request. Values are spelled by export's
+:func:`~kqplan.export.yaml_value`, which is what ``kqplan fmt`` writes: the file is canonical.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kqplan.entity import Entity, name_problem, visible
+from kqplan.export import MODELINE, Skipped, _expressible, entity_lines, yaml_string, yaml_value
+from kqplan.fleet.rightsize import PROPOSAL_COLUMNS, Action, ProposalRow, Rules, round_up, target
+from kqplan.quotas import QUOTA_KEYS
+from kqplan.state import QuotaState
+from kqplan.units import format_bytes, format_number
+
+MANIFEST_NAME = "rightsize.yaml"
+SHOWN_CHANGES = 20
+"""Changes per cluster in the printed summary (all of them in ``proposals.md``)."""
+
+
+def _show(key: str, value: float) -> str:
+    """A rate for a comment: ``≈13.2 MiB/s``, ``640 B/s``, ``37.5``."""
+    if QUOTA_KEYS[key].bytes_per_second:
+        return f"{format_bytes(value) or format_number(round(value, 1)) + ' B'}/s"
+    return f"{value:.4g}"
+
+
+def _now(row: ProposalRow) -> str:
+    if row.current_value is None:
+        return "unlimited"
+    return f"{yaml_value(row.key, row.current_value)} from {row.current_source}"
+
+
+def reason(row: ProposalRow, rules: Rules) -> str:
+    """One line on why a key is written: the arithmetic, the bound that applied, what it replaces."""
+    if row.action == Action.PIN:
+        return (f"{row.key}: pinned at its current {_now(row)}: {Entity.user(row.user).display} is now "
+                "set for this user's connections without a client-id")
+    rounded = round_up(row.key, row.need)
+    bound = (" (raised to the minimum)" if rounded is not None and row.proposal > rounded else
+             " (capped at the [policy] maximum)" if rounded is not None and row.proposal < rounded else "")
+    return (f"{row.key}: {row.action} to {yaml_value(row.key, row.proposal)}{bound}: {rules.stat} "
+            f"{_show(row.key, row.usage)} × {rules.headroom:g} = {_show(row.key, row.need)}; "
+            f"now {_now(row)}")
+
+
+def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalRow], state: QuotaState,
+                  *, rules: Rules, labels: Mapping[str, str] | None = None) -> str:
+    """The manifest of one cluster's proposals (``rows`` of that cluster, ``state`` its state now)."""
+    writes: dict[Entity, dict[str, float]] = {}
+    why: dict[Entity, list[str]] = {}
+    for row in rows:
+        if row.action != Action.KEEP:
+            entity = target(row.user, row.client_id)
+            writes.setdefault(entity, {})[row.key] = row.after_value
+            why.setdefault(entity, []).append(reason(row, rules))
+    body: list[str] = []
+    unwritable: list[str] = []
+    for entity in sorted(writes, key=Entity.sort_key):
+        problem = next((p for _, n in entity.parts if n is not None and (p := name_problem(n))), None)
+        if problem is not None:  # Kafka takes such a name; a manifest refuses it (kqplan validate)
+            unwritable.append(f"# not written: {entity.display}: its name {problem}")
+            continue
+        quotas: dict[str, float] = {}
+        skipped = []
+        for key, value in state.get(entity, {}).items():
+            if key in writes[entity]:
+                continue
+            cannot = _expressible(entity, key, value)
+            if cannot is None:
+                quotas[key] = value  # kept as it is: the entity is owned whole once listed
+            else:
+                skipped.append(Skipped(entity, key, value, cannot))
+        quotas.update(writes[entity])
+        body += [f"  # {line}" for line in why[entity]]
+        body += entity_lines(entity, quotas, skipped)
+    band = f"{rules.tolerance:.0%}"
+    lines = [
+        MODELINE,
+        f"# Proposed by `kqplan fleet rightsize` for cluster {visible(cluster)}: {rules.stat} of the "
+        f"observed usage × {rules.headroom:g},",
+        "# rounded up to 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80 × 10^k (byte rates in",
+        f"# KiB, MiB, GiB, TiB); a current quota is kept when it covers that and is at most {band} above it.",
+        "# Only entities to write are listed and no ownership block is set: planning this file changes",
+        "# nothing else on the cluster. Review it, then plan/apply it or move the entries to your manifests.",
+        "apiVersion: kqplan/v1",
+        "kind: ClientQuotas",
+    ]
+    if cluster_id:
+        lines.append(f"cluster: {yaml_string(cluster_id)}")
+    if labels:  # a policy may require some (required-labels)
+        lines += ["metadata:", "  labels: {" + ", ".join(f"{yaml_string(k)}: {yaml_string(v)}"
+                                               for k, v in sorted(labels.items())) + "}"]
+    lines += unwritable
+    lines.append("entities:" if body else "entities: []")
+    return "\n".join(lines + body) + "\n"
+
+
+def written_entities(rows: Sequence[ProposalRow]) -> int:
+    return len({(r.cluster, r.user, r.client_id) for r in rows if r.action != Action.KEEP})
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+def write_proposals(rows: Sequence[ProposalRow], path: Path) -> None:
+    """``proposals.parquet``: the columns of :class:`ProposalRow`, column by column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    s, f = pa.string(), pa.float64()
+    types = [s, s, s, s, f, f, f, f, s, s, f, s]
+    schema = pa.schema(list(zip(PROPOSAL_COLUMNS, types, strict=True)))
+    columns = {c: [getattr(r, c) for r in rows] for c in PROPOSAL_COLUMNS}
+    pq.write_table(pa.table(columns, schema=schema), path)
+
+
+def read_proposals(path: Path) -> list[ProposalRow]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path).to_pydict()
+    return [ProposalRow(*values) for values in zip(*(table[c] for c in PROPOSAL_COLUMNS), strict=True)]
+
+
+# -- summaries -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ClusterResult:
+    """One cluster's outcome: its rows and manifest, or why it has none."""
+
+    cluster: str
+    rows: Sequence[ProposalRow] = ()
+    manifest: Path | None = None
+    error: str | None = None
+
+
+def counts(result: ClusterResult) -> dict[str, Any]:
+    rows = result.rows
+    found: dict[str, Any] = {
+        "principals": len({(r.user, r.client_id) for r in rows}), "keys": len(rows),
+        **{a.value: sum(r.action == a for r in rows) for a in Action},
+        "entities": written_entities(rows),
+        "manifest": str(result.manifest) if result.manifest is not None else None, "error": result.error}
+    return found
+
+
+def _changes(result: ClusterResult) -> list[ProposalRow]:
+    return [r for r in result.rows if r.action != Action.KEEP]
+
+
+def render_json(results: Sequence[ClusterResult], table: Path) -> str:
+    return json.dumps({"clusters": {r.cluster: counts(r) for r in results}, "table": str(table)},
+                      indent=2) + "\n"
+
+
+def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = SHOWN_CHANGES) -> str:
+    lines = []
+    for result in results:
+        if result.error is not None:
+            lines.append(f"{result.cluster}: error: {result.error}")
+            continue
+        c = counts(result)
+        lines.append(f"{result.cluster}: {c['principals']} principals, {c['keys']} keys observed: "
+                     f"{c['raise']} to raise, {c['lower']} to lower, {c['limit']} to limit, "
+                     f"{c['pin']} pinned, {c['keep']} kept; {c['entities']} entities in {c['manifest']}")
+        changes = _changes(result)
+        for r in changes[:limit]:
+            lines.append(f"  {r.action:<5}  {target(r.user, r.client_id).display} {r.key}: {_now(r)} -> "
+                         f"{yaml_value(r.key, r.after_value)}")
+        if len(changes) > limit:
+            lines.append(f"  … and {len(changes) - limit} more ({table.parent / 'proposals.md'})")
+    failed = sum(r.error is not None for r in results)
+    entities = sum(written_entities(r.rows) for r in results)
+    lines.append(f"Fleet rightsize: {len(results)} clusters, {entities} entities proposed, {failed} failed; "
+                 f"table: {table}")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(results: Sequence[ClusterResult], rules: Rules, *,
+                    limit: int | None = SHOWN_CHANGES) -> str:
+    """The PR-comment summary; ``limit=None``: every change (``proposals.md``)."""
+    lines = ["### kqplan fleet rightsize", "",
+             f"{rules.stat} of the observed usage × {rules.headroom:g}, rounded up; a current quota is "
+             f"kept when it covers the proposal and is at most {rules.tolerance:.0%} above it.", "",
+             "| cluster | principals | raise | lower | limit | pin | keep | entities | error |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for result in results:
+        c = counts(result)
+        if result.error is not None:
+            lines.append(f"| `{result.cluster}` | | | | | | | | {_cell(result.error)} |")
+            continue
+        lines.append(f"| `{result.cluster}` | {c['principals']} | {c['raise']} | {c['lower']} | {c['limit']} "
+                     f"| {c['pin']} | {c['keep']} | {c['entities']} | |")
+    for result in results:
+        changes = _changes(result)
+        if not changes:
+            continue
+        lines += ["", f"#### `{result.cluster}`", "",
+                  f"| principal | key | {rules.stat} | need | now | proposal | action |",
+                  "|---|---|---:|---:|---|---:|---|"]
+        for r in changes if limit is None else changes[:limit]:
+            principal = _cell(target(r.user, r.client_id).display)
+            lines.append(f"| `{principal}` | {r.key} | {_show(r.key, r.usage)} | {_show(r.key, r.need)} "
+                         f"| {_cell(_now(r))} | {yaml_value(r.key, r.after_value)} "
+                         f"| {r.action} |")
+        if limit is not None and len(changes) > limit:
+            lines.append(f"\n… and {len(changes) - limit} more in `proposals.md`.")
+    return "\n".join(lines) + "\n"
