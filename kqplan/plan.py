@@ -128,19 +128,23 @@ def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
     metadata = metadata or {}
     changes: list[Change] = []
     unchanged = 0
+    found = 0
     for entity, want in desired.items():
         have = actual.get(entity)
         if have is None:
             changes.append(Change(entity, Action.CREATE, None, want, ops_between(None, want),
                                   origin(entity), metadata.get(entity)))
-        elif not _same(want, have):
+            continue
+        found += 1
+        if not _same(want, have):
             changes.append(Change(entity, Action.UPDATE, have, want, ops_between(have, want),
                                   origin(entity), metadata.get(entity)))
         else:
             unchanged += 1
     watched = 0
     unmanaged: list[tuple[Entity, Quotas]] = []
-    for entity, have in actual.items():
+    # every entity on the cluster was found above (the usual plan): no second pass of lookups
+    for entity, have in actual.items() if found < len(actual) else ():
         if entity in desired:
             continue
         if entity in absent:
