@@ -22,7 +22,12 @@ def test_verify_reports_its_polls(live: Live, prefix: str, tmp_path: Path) -> No
     polls, seconds = doc["verify"]["polls"], doc["verify"]["seconds"]
     assert polls >= 1
     assert doc["requests"]["describe"] == polls  # the protocol describes only to verify
-    if live.name == "sandbox":
-        assert polls == 1  # the sandbox shows a committed alter at once
-    # 20, 30, 45, ... ms between polls: a lag of tens of ms costs a few polls, never seconds
-    assert seconds < 2.0, doc["verify"]
+    if live.name == "sandbox" or live.zookeeper:
+        # The sandbox shows a committed alter at once, and so does a ZooKeeper-mode broker: it
+        # answers the alter once ZooKeeper holds it, and describe reads ZooKeeper.
+        assert polls == 1, doc["verify"]
+    if not live.zookeeper:
+        # 20, 30, 45, ... ms between polls: a lag of tens of ms costs a few polls, never seconds.
+        # (On ZooKeeper, one describe can itself take seconds: Kafka 2.8 keeps an empty node for
+        # every entity ever set, e.g. the 5001 of the record-cap test, and reads them all.)
+        assert seconds < 2.0, doc["verify"]

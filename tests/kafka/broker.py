@@ -169,14 +169,24 @@ def default_matrix() -> tuple[KafkaSpec, ...]:
     return KafkaSpec(pinned_kafka_version(), KRAFT), KafkaSpec(DEFAULT_ZOOKEEPER_VERSION, ZOOKEEPER)
 
 
+def full_matrix() -> tuple[KafkaSpec, ...]:
+    """``KQPLAN_KAFKA_MATRIX=all``: the default two, KRaft on the last 3.x line, an older 3.x line
+    in ZooKeeper mode, and 2.8 (ip entities and controller_mutation_rate came with 2.7, PEM key
+    stores for the SSL listener too; 2.8 is that line's last release)."""
+    return (*default_matrix(), KafkaSpec(DEFAULT_ZOOKEEPER_VERSION, KRAFT), KafkaSpec("3.6.2", ZOOKEEPER),
+            KafkaSpec("2.8.2", ZOOKEEPER))
+
+
 def kafka_matrix(env: Mapping[str, str] = os.environ) -> tuple[KafkaSpec, ...]:
     """The brokers the tests run against, in order.
 
-    ``$KQPLAN_KAFKA_MATRIX`` (comma-separated ``VERSION-MODE`` entries) when set; else one broker
-    when ``$KQPLAN_KAFKA_VERSION`` or ``$KQPLAN_KAFKA_MODE`` is set (the pre-matrix way to pick
-    one); else :func:`default_matrix`.
+    ``$KQPLAN_KAFKA_MATRIX`` (comma-separated ``VERSION-MODE`` entries, or ``all`` for
+    :func:`full_matrix`) when set; else one broker when ``$KQPLAN_KAFKA_VERSION`` or
+    ``$KQPLAN_KAFKA_MODE`` is set (the pre-matrix way to pick one); else :func:`default_matrix`.
     """
     listed = env.get("KQPLAN_KAFKA_MATRIX", "").strip()
+    if listed == "all":
+        return full_matrix()
     if listed:
         try:
             specs = [KafkaSpec.parse(entry) for entry in listed.split(",") if entry.strip()]

@@ -36,6 +36,11 @@ def test_the_matrix_variable_lists_entries_in_order_without_repeats():
     assert [s.id for s in kafka_matrix(env)] == ["3.6.2-zookeeper", "4.3.1-kraft", "2.8.2-zookeeper"]
 
 
+def test_all_is_the_whole_matrix():
+    assert [s.id for s in kafka_matrix({"KQPLAN_KAFKA_MATRIX": "all"})] == [
+        f"{KRAFT_4.version}-kraft", "3.9.1-zookeeper", "3.9.1-kraft", "3.6.2-zookeeper", "2.8.2-zookeeper"]
+
+
 def test_the_single_broker_variables_still_pick_one_broker():
     assert kafka_matrix({"KQPLAN_KAFKA_VERSION": "3.9.1"}) == (KafkaSpec("3.9.1", "kraft"),)
     assert kafka_matrix({"KQPLAN_KAFKA_VERSION": "3.6.2", "KQPLAN_KAFKA_MODE": "zookeeper"}) == \

@@ -11,7 +11,17 @@ real broker runs once per entry, with the entry in its id (``[real_kafka-3.9.1-z
 
 Brokers start on first use and one at a time: starting the next stops the previous one, and the
 tests are ordered by broker so that each starts once (two cores: two idle JVMs cost the tests
-their CPU). ``KQPLAN_TEST_BOOTSTRAP=host:port`` points the tests at an external cluster instead
+their CPU).
+
+The whole matrix (4.3.1 KRaft, 3.9.1 ZooKeeper, 3.9.1 KRaft, 3.6.2 ZooKeeper, 2.8.2 ZooKeeper),
+real-broker tests only::
+
+    KQPLAN_KAFKA_MATRIX=all .venv/bin/python -m pytest -m real_kafka
+
+One entry: ``KQPLAN_KAFKA_MATRIX=2.8.2-zookeeper``; any list: ``KQPLAN_KAFKA_MATRIX=3.9.1-kraft,3.6.2-zk``.
+Each release's jars are fetched from Maven Central once and cached (``$KQPLAN_CACHE``).
+
+``KQPLAN_TEST_BOOTSTRAP=host:port`` points the tests at an external cluster instead
 (PLAINTEXT only, no JVM started here; ``KQPLAN_KAFKA_VERSION``/``KQPLAN_KAFKA_MODE`` say what it runs).
 """
 
