@@ -255,6 +255,7 @@ def test_plan_costs_the_same_requests_for_10_or_2000_entities(live, prefix, tmp_
     assert connections == 1
 
 
+@pytest.mark.floods_broker
 def test_apply_splits_above_kafkas_10000_record_cap(live, prefix, tmp_path):
     # 5001 entities x 2 keys = 10002 records: one more request than Kafka's cap allows
     body = "entities:\n" + "".join(

@@ -29,5 +29,5 @@ def test_verify_reports_its_polls(live: Live, prefix: str, tmp_path: Path) -> No
     if not live.zookeeper:
         # 20, 30, 45, ... ms between polls: a lag of tens of ms costs a few polls, never seconds.
         # (On ZooKeeper, one describe can itself take seconds: Kafka 2.8 keeps an empty node for
-        # every entity ever set, e.g. the 5001 of the record-cap test, and reads them all.)
+        # every entity ever set and reads them all; the record-cap test's 5001 are why it runs last.)
         assert seconds < 2.0, doc["verify"]

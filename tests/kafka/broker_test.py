@@ -93,6 +93,10 @@ def target(request):
 def test_unit():
     pass
 
+@pytest.mark.floods_broker
+def test_floods(target):
+    pass
+
 def test_direct(real_kafka):
     pass
 
@@ -121,23 +125,26 @@ def test_the_plugin_names_marks_and_groups_the_tests_by_broker(tmp_path):
     ids = [line.split("::", 1)[1] for line in done.stdout.splitlines() if "::" in line]
     assert ids == [  # pytest itself groups the tests taking real_kafka (a session-scoped parameter)
         "test_unit",
+        "test_floods[sandbox]",
         "test_direct[real_kafka-4.3.1-kraft]",
         "test_both_ways[sandbox-real_kafka-4.3.1-kraft]",
         "test_both_ways[real_kafka-4.3.1-kraft-real_kafka-4.3.1-kraft]",
         "test_via_target[sandbox]",
         "test_via_target[real_kafka-4.3.1-kraft]",
         "test_later_unit",
+        "test_floods[real_kafka-4.3.1-kraft]",  # floods_broker: last on its broker
         "test_direct[real_kafka-3.9.1-zookeeper]",
         "test_both_ways[sandbox-real_kafka-3.9.1-zookeeper]",
         "test_both_ways[real_kafka-3.9.1-zookeeper-real_kafka-3.9.1-zookeeper]",
         "test_via_target[real_kafka-3.9.1-zookeeper]",
+        "test_floods[real_kafka-3.9.1-zookeeper]",
     ]
     assert "2 deselected" in done.stdout  # real_kafka-4.3.1 with real_kafka-3.9.1, and the reverse
     marked = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                              "-m", "not real_kafka", "sample_test.py"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
     assert [line.split("::", 1)[1] for line in marked.stdout.splitlines() if "::" in line] == \
-        ["test_unit", "test_via_target[sandbox]", "test_later_unit"]
+        ["test_unit", "test_floods[sandbox]", "test_via_target[sandbox]", "test_later_unit"]
 
 
 def test_a_bad_matrix_stops_the_session_with_the_reason(tmp_path):

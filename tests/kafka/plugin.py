@@ -47,6 +47,7 @@ from tests.kafka.broker import (
 from tests.kafka.configcommand import ConfigCommand
 
 MARKER = "real_kafka"
+FLOODS = "floods_broker"
 Reporting = Generator[None, pytest.TestReport, pytest.TestReport]
 _POOL = pytest.StashKey["BrokerPool"]()
 
@@ -209,6 +210,13 @@ def real_kafka(kafka_spec: KafkaSpec, kafka_pool: BrokerPool) -> RealKafka:
     return kafka_pool.get(kafka_spec)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{FLOODS}: writes thousands of entities to the shared real broker; runs last on it "
+        "(Kafka 2.8 in ZooKeeper mode keeps an empty ZooKeeper node for every entity ever set, and "
+        "reads them all on each describe: ~4 s per describe after 5000)")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run every test that takes the broker (directly or through a fixture) once per matrix entry."""
     if "kafka_spec" in metafunc.fixturenames:
@@ -234,18 +242,20 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the tests by broker so that each starts once.
 
-    Other tests keep their place, with those of the first broker; a test holding two different
-    entries (it reached the broker two ways) is deselected: it would need two brokers at once.
+    Other tests keep their place, with those of the first broker; tests marked ``floods_broker``
+    come last among their broker's. A test holding two different entries (it reached the broker
+    two ways) is deselected: it would need two brokers at once.
     """
     order = {spec: index for index, spec in enumerate(selected_specs())}
     mixed: list[pytest.Item] = []
-    keyed: list[tuple[int, pytest.Item]] = []
+    keyed: list[tuple[tuple[int, bool], pytest.Item]] = []
     for item in items:
         specs = specs_of(item)
         if len(specs) > 1:
             mixed.append(item)
         else:
-            keyed.append((min((order.get(s, len(order)) for s in specs), default=0), item))
+            broker = min((order.get(s, len(order)) for s in specs), default=0)
+            keyed.append(((broker, bool(specs) and item.get_closest_marker(FLOODS) is not None), item))
     if mixed:
         config.hook.pytest_deselected(items=mixed)
     keyed.sort(key=lambda pair: pair[0])  # stable: the order within a broker's group is kept
