@@ -349,6 +349,13 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
         hint = f"this kqplan reads `{field_name}: {expected.strip(chr(39))}`"
         return Pending("KQP011" if field_name == "apiVersion" else "KQP012",
                        f"unsupported {field_name} {value!r}", loc, hint=hint)
+    if error["loc"] and error["loc"][-1] == "[key]":  # a mapping key, not its value, is wrong
+        key = loc[-1] if loc else "?"
+        what = "a quota key" if "quotas" in loc[-2:-1] or loc[:1] == ("profiles",) else "a key"
+        return Pending("KQP021", f"{_where(loc[:-1])}: {what} must be a name, got {_yaml_type(key)} "
+                       f"{key!r}", loc, at_key=True,
+                       hint="write the key as text, e.g. `producer_byte_rate: 1MiB`"
+                       if what == "a quota key" else f"quote it, e.g. '{key}'")
     value = _value_at(raw, loc) if loc else raw
     got = _yaml_type(value)
     if "quotas" in loc[-2:-1] or (len(loc) >= 3 and loc[0] == "profiles"):

@@ -41,3 +41,20 @@ def test_command_config_from_dev_zero_is_refused_quickly():
     result = run_cli("describe", "--bootstrap-server", "127.0.0.1:9", "--command-config", "/dev/zero")
     assert result.exit_code == 1
     assert "is over 1024 KiB: not a client properties file" in result.stderr
+
+
+@pytest.mark.parametrize(("body", "where", "message"), [
+    ("entities:\n  - user: a\n    quotas:\n      1: 1024\n", ":6:7:",
+     "entities[0].quotas: a quota key must be a name, got a number 1"),
+    ("profiles:\n  p:\n    2: 1024\nentities:\n  - user: a\n    profile: p\n", ":5:5:",
+     "profiles.p: a quota key must be a name, got a number 2"),
+])
+def test_a_number_as_a_quota_key_is_named_as_the_key(tmp_path, body, where, message):
+    # it used to read "quota value must be a number (…), got a number": the value was fine
+    # (write_manifest adds two header lines: the key is on line 6 / 5, column 7 / 5)
+    result = run_cli("validate", write_manifest(tmp_path / "q.yaml", body))
+    assert result.exit_code == 1
+    first = (result.stdout + result.stderr).splitlines()[0]
+    assert where in first
+    assert first.endswith(message)
+    assert "got a number" not in first.split(message)[0]
