@@ -123,11 +123,12 @@ class BrokerPool:
 
     def __init__(self, workdirs: pytest.TempPathFactory) -> None:
         self._workdirs = workdirs
-        self._external = os.environ.get("KQPLAN_TEST_BOOTSTRAP")
+        self.external = os.environ.get("KQPLAN_TEST_BOOTSTRAP")  # host:port of a cluster not started here
         self.broker: KafkaBroker | None = None
         self._current: tuple[KafkaSpec, RealKafka] | None = None
         self._failed: dict[KafkaSpec, str] = {}
-        self.starts: list[KafkaSpec] = []  # in order, for the benchmarks and for tests of the order
+        self.starts: list[KafkaSpec] = []  # in order: each once, unless a plugin reordered the tests
+        self.startup_seconds: dict[KafkaSpec, float] = {}  # to ready with ACLs, the last start of each
 
     def get(self, spec: KafkaSpec) -> RealKafka:
         if self._current is not None and self._current[0] == spec:
@@ -140,7 +141,7 @@ class BrokerPool:
         self.stop()
         self.starts.append(spec)
         try:
-            real = self._external_kafka(spec) if self._external else self._start(spec)
+            real = self._external_kafka(spec) if self.external else self._start(spec)
         except Exception as err:
             self._failed[spec] = f"{type(err).__name__}: {err}"
             raise
@@ -151,6 +152,7 @@ class BrokerPool:
         libs = ensure_kafka_libs(spec.version)
         self.broker = KafkaBroker(libs, self._workdirs.mktemp(f"kafka-{spec.id}"), spec.version, spec.mode)
         self.broker.start()
+        self.startup_seconds[spec] = self.broker.timings["acls"]
         assert self.broker.tls is not None
         b = self.broker
         return RealKafka(b.bootstrap, b.version, b.cluster_id, b.sasl_bootstrap, b.ssl_bootstrap,
@@ -159,13 +161,13 @@ class BrokerPool:
     def _external_kafka(self, spec: KafkaSpec) -> RealKafka:
         from kafka.admin import KafkaAdminClient
 
-        assert self._external is not None
-        admin = KafkaAdminClient(bootstrap_servers=self._external, client_id="kqplan-test-harness")
+        assert self.external is not None
+        admin = KafkaAdminClient(bootstrap_servers=self.external, client_id="kqplan-test-harness")
         try:
             cluster_id = admin.describe_cluster().get("cluster_id")
         finally:
             admin.close()
-        return RealKafka(self._external, spec.version, cluster_id, mode=spec.mode, external=True)
+        return RealKafka(self.external, spec.version, cluster_id, mode=spec.mode, external=True)
 
     def stop(self) -> None:
         """Stop the running broker, if any (the next :meth:`get` starts the one it asks for)."""
@@ -274,6 +276,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"ZooKeeper log (tail of {broker.zookeeper_log_file})",
                                     tail(broker.zookeeper_log_file)))
     return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Which brokers the session started, in order, and how long each took to be ready."""
+    pool = config.stash.get(_POOL, None)
+    if pool is None or not pool.starts:
+        return
+    def how(spec: KafkaSpec) -> str:
+        if spec in pool.startup_seconds:
+            return f"{pool.startup_seconds[spec]:.1f} s"
+        return "external" if pool.external else "failed"
+
+    started = ", ".join(f"{spec.id} ({how(spec)})" for spec in pool.starts)
+    terminalreporter.write_line(f"Kafka brokers started: {started}")
 
 
 def _uses_broker(item: pytest.Item) -> bool:
