@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,10 +28,27 @@ class Streams:
         self.err.write(text + end)
 
     @contextmanager
-    def progress(self) -> Iterator[Progress]:
-        """A spinner on stderr on an interactive terminal; nothing otherwise (CI logs stay clean)."""
+    def progress(self, *, log_every: float | None = None) -> Iterator[Progress]:
+        """A spinner on stderr on an interactive terminal; otherwise nothing, or with ``log_every``
+        (long jobs) a ``… (N s elapsed)`` line at most that often once a step has run that long,
+        as terraform's "Still creating…", so a CI log shows a long job is alive and where."""
         if not self.interactive:
-            yield lambda _: None
+            if log_every is None:
+                yield lambda _: None
+                return
+            start = last = time.monotonic()
+            lock = threading.Lock()  # a Spark watcher calls from its own thread
+
+            def log(text: str) -> None:
+                nonlocal last
+                with lock:
+                    now = time.monotonic()
+                    if now - last >= log_every:
+                        last = now
+                        self.err.write(f"{text}… ({now - start:.0f} s elapsed)\n")
+                        self.err.flush()
+
+            yield log
             return
         from rich.console import Console
 

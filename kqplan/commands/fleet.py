@@ -15,6 +15,9 @@ from kqplan.fleet import clusters
 from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
 from kqplan.plan import Plan
 
+LOG_EVERY = 10.0
+"""Seconds between "still running" lines of a long fleet job in a CI log (terraform's rate)."""
+
 
 class Engine(StrEnum):
     LOCAL = "local"
@@ -31,7 +34,9 @@ def snapshot_command(config: ProjectConfig, names: Sequence[str], *, out: Path, 
     """One describe per cluster, ``out/<cluster>.json``; exit 1 if any cluster failed."""
     entries = clusters.select(config, names)
     out.mkdir(parents=True, exist_ok=True)
-    results = clusters.each(entries, lambda entry: clusters.snapshot(entry, out))
+    with streams.progress(log_every=LOG_EVERY) as progress:
+        results = clusters.each(entries, lambda entry: clusters.snapshot(entry, out),
+                                progress=progress, label="Describing")
     for r in results:
         streams.print(f"{r.cluster}: {r.value} entities -> {out / (r.cluster + '.json')}" if r.error is None
                       else f"{r.cluster}: failed: {r.error}")
@@ -54,15 +59,15 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
             return plan, rows_of_plan(entry.name, plan)
         return plan, diff_input(entry.name, plan, desired, actual)
 
-    with streams.progress() as progress:
-        progress(f"Planning {len(entries)} clusters")
-        results = clusters.each(entries, work)
+    with streams.progress(log_every=LOG_EVERY) as progress:
+        results = clusters.each(entries, work, progress=progress, label="Planning")
         rows: list[ChangeRow] = []
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import change_rows, session
+            from kqplan.fleet.spark import change_rows, session, watch
 
-            progress("Joining on Spark")
-            with session(master=spark_master, remote=spark_remote) as spark:
+            progress("Starting Spark")
+            with (session(master=spark_master, remote=spark_remote) as spark,
+                  watch(spark, progress, "Joining on Spark")):
                 rows = change_rows(spark, [r.value[1] for r in results if r.value is not None])
         else:
             rows = sorted(row for r in results if r.value is not None for row in r.value[1])
@@ -127,17 +132,19 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
 
     q = parse_stat(stat)
     entries = clusters.select(config, names)
-    results = clusters.each(entries, lambda entry: clusters.plan(entry, config))
-    errors = {r.cluster: r.error for r in results if r.error is not None}
-    states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
-              for r in results if r.value is not None}
-    with streams.progress() as progress:
+    with streams.progress(log_every=LOG_EVERY) as progress:
+        results = clusters.each(entries, lambda entry: clusters.plan(entry, config),
+                                progress=progress, label="Planning")
+        errors = {r.cluster: r.error for r in results if r.error is not None}
+        states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
+                  for r in results if r.value is not None}
         if engine is Engine.SPARK:
             from kqplan.fleet.spark import impact_rows as spark_impact_rows
-            from kqplan.fleet.spark import session, usage_frame
+            from kqplan.fleet.spark import session, usage_frame, watch
 
-            progress("Resolving the usage on Spark")
-            with session(master=spark_master, remote=spark_remote) as spark:
+            progress("Starting Spark")
+            with (session(master=spark_master, remote=spark_remote) as spark,
+                  watch(spark, progress, "Resolving the usage on Spark")):
                 # Spark reads the usage files itself: 10^7 samples never pass through this process
                 rows, unused = spark_impact_rows(spark, states, usage_frame(spark, usage), q)
         else:
@@ -225,14 +232,15 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     if out.exists() and not out.is_dir():
         raise KqplanError(f"--out {out} is a file", hint="give a directory for the manifests and tables")
     list(usage_files(usage))  # a missing --usage path is an error before any cluster is described
-    results = clusters.each(entries, _describe)
-    states = {r.cluster: r.value[0] for r in results if r.value is not None}
-    with streams.progress() as progress:
+    with streams.progress(log_every=LOG_EVERY) as progress:
+        results = clusters.each(entries, _describe, progress=progress, label="Describing")
+        states = {r.cluster: r.value[0] for r in results if r.value is not None}
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import session, usage_frame
+            from kqplan.fleet.spark import session, usage_frame, watch
 
-            progress("Proposing on Spark")
-            with session(master=spark_master, remote=spark_remote) as spark:
+            progress("Starting Spark")
+            with (session(master=spark_master, remote=spark_remote) as spark,
+                  watch(spark, progress, "Proposing on Spark")):
                 rows = spark_proposal_rows(spark, states, usage_frame(spark, usage), rules)
         else:
             samples = read_usage(usage)

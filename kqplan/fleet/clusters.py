@@ -3,6 +3,7 @@ concurrency, one cluster's failure reported without stopping the others."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from kqplan.config import ClusterEntry, ProjectConfig
+from kqplan.console import Progress
 from kqplan.errors import KqplanError
 from kqplan.plan import Plan
 from kqplan.state import QuotaState, snapshot_to_json, write_atomically
@@ -39,14 +41,27 @@ def select(config: ProjectConfig, names: Sequence[str]) -> list[ClusterEntry]:
     return list(config.clusters.values())
 
 
-def each(entries: Sequence[ClusterEntry], work: Callable[[ClusterEntry], T]) -> list[Outcome[T]]:
-    """``work`` for every cluster, a few at a time; a KqplanError is that cluster's error."""
+def each(entries: Sequence[ClusterEntry], work: Callable[[ClusterEntry], T], *,
+         progress: Progress | None = None, label: str = "Working") -> list[Outcome[T]]:
+    """``work`` for every cluster, a few at a time; a KqplanError is that cluster's error.
+    ``progress`` hears ``label (k/n clusters)`` as each one ends."""
+    finished = 0
+    lock = threading.Lock()
+
     def run(entry: ClusterEntry) -> Outcome[T]:
+        nonlocal finished
         try:
             return Outcome(entry.name, work(entry))
         except KqplanError as exc:
             return Outcome(entry.name, error=str(exc).splitlines()[0])
+        finally:
+            with lock:
+                finished += 1
+                if progress is not None:
+                    progress(f"{label} ({finished}/{len(entries)} clusters)")
 
+    if progress is not None:
+        progress(f"{label} (0/{len(entries)} clusters)")
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, max(1, len(entries)))) as pool:
         return list(pool.map(run, entries))
 

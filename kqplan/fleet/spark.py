@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kqplan.console import Progress
 from kqplan.entity import CLIENT_ID, USER, EntityKind
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
 from kqplan.fleet.impact import COLUMNS_HINT, USAGE_KEYS, ImpactRow, Sample, UnusedRow, usage_files
@@ -98,6 +100,52 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
             sys.stderr.write(f"Spark's own log: {log}\n")
         elif log is not None:
             Path(log).unlink(missing_ok=True)
+
+
+def tasks_text(label: str, stages: Sequence[tuple[int, int]]) -> str:
+    """``label: N/M tasks`` over the running stages' (completed, total) task counts."""
+    if not stages:
+        return label
+    done, total = sum(s[0] for s in stages), sum(s[1] for s in stages)
+    running = f"{len(stages)} stages, " if len(stages) > 1 else ""
+    return f"{label}: {running}{done}/{total} tasks"
+
+
+@contextmanager
+def watch(spark: Any, progress: Progress, label: str, *, every: float = 0.5) -> Iterator[None]:
+    """Report the running stages' task counts to ``progress`` while the block runs: from the
+    status tracker in-process, from the server's progress messages (every 2 s by default) through
+    Spark Connect, which has no status tracker."""
+    progress(label)
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        def handler(stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+            progress(tasks_text(label, [(s.num_completed_tasks, s.num_tasks)
+                                        for s in stages or () if not s.done]))
+
+        spark.registerProgressHandler(handler)
+        try:
+            yield
+        finally:
+            spark.removeProgressHandler(handler)
+        return
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(every):
+            try:
+                infos = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+            except Exception:  # the session is stopping: progress is best effort
+                return
+            progress(tasks_text(label, [(i.numCompletedTasks, i.numTasks) for i in infos if i is not None]))
+
+    thread = threading.Thread(target=poll, name="kqplan-spark-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextmanager

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     work = tmp_path_factory.mktemp("spark-connect")
     port = free_ports(1)[0]
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(work), "SPARK_IDENT_STRING": "kqplan-test"}
+           "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(work), "SPARK_IDENT_STRING": "kqplan-test",
+           "PYSPARK_PYTHON": sys.executable}  # a test's UDF runs with this venv's pyarrow
     subprocess.run([str(home / "sbin" / "start-connect-server.sh"), "--master", "local[1]",
                     "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false"],
                    env=env, check=True, capture_output=True, timeout=120)
@@ -81,3 +83,19 @@ def test_plan_and_impact_through_spark_connect_match_the_local_engine(fleet, con
         assert done.exit_code == 0, done.stdout + done.stderr
         tables.append(pq.read_table(out / "impact.parquet").to_pylist())
     assert tables[0] == tables[1]
+
+
+def test_progress_comes_from_the_connect_servers_messages(connect_server):
+    """Connect has no status tracker: the server's progress messages feed the spinner instead."""
+    import re
+
+    from pyspark.sql import functions as F
+
+    from kqplan.fleet.spark import session, watch
+
+    heard: list[str] = []
+    with session(remote=connect_server) as spark, watch(spark, heard.append, "Resolving"):
+        slow = F.udf(lambda x: time.sleep(0.6) or x, "long")  # the server reports every 2 s
+        assert spark.range(0, 8, 1, 4).select(F.sum(slow("id"))).collect()[0][0] == 28
+    assert heard[0] == "Resolving"
+    assert any(re.fullmatch(r"Resolving: [0-3]/4 tasks", m) for m in heard), heard
