@@ -421,6 +421,12 @@ class KafkaTransport:
 
     async def _send(self, request: Any, timeout_ms: int) -> Any:
         conn = await self._connection()
+        # kafka-python refuses a request at once ("Node paused") while a connection is paused —
+        # a previous answer still being processed (max_in_flight) or a broker's throttle: wait
+        # for it within the request's time instead of reporting a lost connection.
+        deadline = time.monotonic() + timeout_ms / 1000
+        while conn.paused and conn.connected and time.monotonic() < deadline:
+            await self._net.sleep(0.002)
         future = conn.send_request(request, request_timeout_ms=timeout_ms)
         if future.is_done and future.failed():  # refused before writing: not sent
             raise _explain(future.exception, self.config, sent=False, request=request)

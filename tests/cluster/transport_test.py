@@ -81,6 +81,20 @@ def test_one_connection_and_its_requests(broker):
     assert broker.log == [(18, 4), (18, 3), (3, 12), (48, 1)]
 
 
+def test_a_paused_connection_is_waited_for_not_reported_lost(broker):
+    """kafka-python fails a request at once on a paused connection ("Node paused: {'max_in_flight'}",
+    seen once against Kafka 2.8 under load); the transport waits for the pause to end."""
+    with transport(broker.bootstrap) as t:
+        t.send(describe_all())
+        conn = t._conn
+        conn.pause("max_in_flight")
+        t._net.call_later(0.2, lambda: conn.unpause("max_in_flight"))
+        before = time.monotonic()
+        assert isinstance(t.send(describe_all()), DescribeClientQuotasResponse)
+        assert time.monotonic() - before >= 0.15
+        assert t.connections == 1
+
+
 def test_sasl_plain():
     with FakeBroker(users={"alice": PASSWORD}).running() as b, transport(b.bootstrap, sasl()) as t:
         t.send(describe_all())
