@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from kqplan.config import ClusterEntry, ProjectConfig
     from kqplan.target import Target
 
-# typer prints an argument's Python type after its metavar ("PATH... <list[Path]>"); the
-# metavar already says what to type.
-typer.core.TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
-
 # typer vendors click privately (typer._click); reach its exception types through public names.
 _UsageError: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
