@@ -1,8 +1,9 @@
 """Byte-rate units: parse ``10MiB``/``10MB`` exactly, and show raw numbers with human units.
 
-The multipliers are pydantic's ``ByteSize`` table (pydantic is already a dependency), but
-parsing is exact (``Decimal``) and case-sensitive: pydantic truncates ``1.0001KiB`` to 1024
-and reads ``10Mb`` as megabytes, both wrong for a quota, where a silent rounding or a
+The multipliers are pydantic's ``ByteSize`` table, written out here because importing pydantic
+costs every command 0.07 s of start-up (benchmarks/README.md, issue 15); a test keeps the two
+equal. Parsing is exact (``Decimal``) and case-sensitive: pydantic truncates ``1.0001KiB`` to
+1024 and reads ``10Mb`` as megabytes, both wrong for a quota, where a silent rounding or a
 megabit/megabyte confusion changes what the cluster enforces.
 """
 
@@ -12,10 +13,11 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-from pydantic import ByteSize
-
 UNITS: tuple[str, ...] = ("B", "kB", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
-_MULTIPLIER = {u: int(ByteSize.byte_sizes[u.lower()]) for u in UNITS}
+MULTIPLIERS: dict[str, int] = {
+    "B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+}
 _PATTERN = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
 _BINARY = (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
 
@@ -38,7 +40,7 @@ def parse_bytes(text: str) -> Decimal:
             f"write a plain number of bytes per second, or a number with one of {accepted}",
         )
     number, unit = m.groups()
-    if unit not in _MULTIPLIER:
+    if unit not in MULTIPLIERS:
         lower = {u.lower(): u for u in UNITS}
         guess = lower.get(unit.lower())
         if unit.lower().endswith("bit") or unit in ("Mb", "Kb", "Gb", "kb", "mb", "gb"):
@@ -50,7 +52,7 @@ def parse_bytes(text: str) -> Decimal:
             hint = f"use one of {accepted}"
         raise UnitError(f"unknown byte unit '{unit}' in '{text}'", hint)
     try:
-        return Decimal(number) * _MULTIPLIER[unit]
+        return Decimal(number) * MULTIPLIERS[unit]
     except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
         raise UnitError(f"'{text}' is not a number", f"use one of {accepted}") from None
 
