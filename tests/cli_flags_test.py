@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from kqplan import __version__
-from tests.helpers import REPO, run_cli, run_kqplan
+from tests.helpers import REPO, run_cli, run_kqplan, write_manifest
 
 PAY = REPO / "examples" / "payments"
 
@@ -53,3 +53,17 @@ def test_no_input_never_prompts():
     result = run_cli("--no-input", "apply", PAY, "--sandbox", PAY / "snapshot.json")
     assert result.exit_code == 1
     assert "refusing to apply without confirmation" in result.stderr
+
+
+def test_only_the_named_command_is_built_and_the_app_is_left_whole(tmp_path):
+    from kqplan.cli import app
+
+    before = (list(app.registered_commands), list(app.registered_groups))
+    plan_dir = tmp_path / "plan"  # a path that reads like a command name
+    write_manifest(plan_dir / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1}\n")
+    done = run_cli("validate", plan_dir)
+    assert (done.exit_code, done.stdout) == (0, "Valid: 1 entities in 1 file(s).\n")
+    assert run_cli("fleet", "plan", "--help").stdout.startswith("Usage: kqplan fleet plan [OPTIONS]")
+    typo = run_cli("valdate", plan_dir)  # nothing named: every command is there to suggest from
+    assert "Did you mean 'validate'?" in typo.stderr
+    assert (list(app.registered_commands), list(app.registered_groups)) == before
