@@ -65,5 +65,5 @@ def test_only_the_named_command_is_built_and_the_app_is_left_whole(tmp_path):
     assert (done.exit_code, done.stdout) == (0, "Valid: 1 entities in 1 file(s).\n")
     assert run_cli("fleet", "plan", "--help").stdout.startswith("Usage: kqplan fleet plan [OPTIONS]")
     typo = run_cli("valdate", plan_dir)  # nothing named: every command is there to suggest from
-    assert "Did you mean 'validate'?" in typo.stderr
+    assert "Did you mean 'validate', 'alter'?" in typo.stderr
     assert (list(app.registered_commands), list(app.registered_groups)) == before
