@@ -177,7 +177,11 @@ class Entity:
     @property
     def display(self) -> str:
         """KIP-546's form, e.g. ``{user=alice, client-id=<default>}``."""
-        return "{" + ", ".join(f"{t}={visible(escape_name(n))}" for t, n in self.parts) + "}"
+        # A plain name (printable, not "<default>", no leading backslash) is shown as is: the
+        # test runs inline, as plans show every changed entity.
+        return "{" + ", ".join([
+            f"{t}={n}" if n is not None and n.isprintable() and n != DEFAULT_NAME and n[:1] != "\\"
+            else f"{t}={visible(escape_name(n))}" for t, n in self.parts]) + "}"
 
     def __str__(self) -> str:
         return self.display

@@ -21,6 +21,7 @@ from kqplan.errors import KqplanError
 from kqplan.metadata import Metadata
 from kqplan.plan import Action, Change, ClusterRef, Plan, ops_between
 from kqplan.quotas import QUOTA_KEYS, entity_error, value_error
+from kqplan.state import Quotas
 
 PLAN_FORMAT_VERSION = 1
 
@@ -29,23 +30,33 @@ def _op_json(op: Op) -> dict[str, Any]:
     return {"key": op.key, "value": op.value, "remove": op.remove}
 
 
+def _plain(quotas: Quotas | None) -> dict[str, float] | None:
+    """A plain dict of the quotas (the same one when it is: the JSON body only reads it)."""
+    if quotas is None or quotas.__class__ is dict:
+        return quotas
+    return dict(quotas)
+
+
 def change_to_json(change: Change) -> dict[str, Any]:
+    # A plan writes one per change (100k on a first plan): op fields read directly, the action
+    # as the StrEnum member itself (a str: every encoder writes its value).
     return {
-        "entity": change.entity.to_json(),
+        "entity": dict(change.entity.parts),
         "display": change.entity.display,
-        "action": change.action.value,
-        "before": dict(change.before) if change.before is not None else None,
-        "after": dict(change.after) if change.after is not None else None,
-        "ops": [_op_json(op) for op in change.ops],
+        "action": change.action,
+        "before": _plain(change.before),
+        "after": _plain(change.after),
+        "ops": [{"key": op.key, "value": op.value, "remove": op.value is None} for op in change.ops],
         "origin": change.origin,
         "metadata": change.metadata.to_json() if change.metadata is not None else None,
     }
 
 
-def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The file form; ``digest`` covers everything else, so a hand edit is detected on read."""
+def plan_to_json(plan: Plan, *, finite: bool | None = None) -> dict[str, Any]:
+    """The file form; ``digest`` covers everything else, so a hand edit is detected on read.
+    ``finite``: :func:`_finite` of the plan, when the caller knows it already."""
     body = _body(plan)
-    return {**body, "digest": digest(body, finite=_finite(plan))}
+    return {**body, "digest": digest(body, finite=_finite(plan) if finite is None else finite)}
 
 
 def digest(body: dict[str, Any], *, finite: bool = True) -> str:
@@ -89,8 +100,9 @@ def _body(plan: Plan) -> dict[str, Any]:
 def dumps_plan(plan: Plan) -> str:
     """The plan file's text: orjson (30x faster than the standard library on a 100k-entity plan),
     except for a plan holding NaN/Infinity, which only the standard library writes."""
-    doc = plan_to_json(plan)
-    if _finite(plan):
+    finite = _finite(plan)
+    doc = plan_to_json(plan, finite=finite)
+    if finite:
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 

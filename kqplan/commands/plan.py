@@ -119,6 +119,7 @@ def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list
     stores them): reported, never silently kept; listing the entity in a manifest repairs them."""
     import itertools
     import math
+    import operator
 
     from kqplan.quotas import QUOTA_KEYS, value_error
 
@@ -128,7 +129,7 @@ def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list
     # A cluster repeats a few values: judge each distinct (key, value) once, walk the entities
     # only when one is refused.
     if not any(itertools.starmap(refused, set(itertools.chain.from_iterable(
-            q.items() for q in actual.values())))):
+            map(operator.methodcaller("items"), actual.values()))))):
         return []
     notes = []
     for entity, quotas in actual.items():

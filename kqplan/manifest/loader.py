@@ -50,16 +50,17 @@ class SourceFile:
     path: str
     text: str
     _locator: Locator | None = None
-    _items: list[tuple[int, int]] | None = None
+    _items: tuple[list[int], int] | None = None
 
     def entity_place(self, index: int) -> tuple[int, int] | None:
         """Line and column of ``entities[index]`` in a block-style list (one scan of the file, on
         first use); None for other layouts."""
         if self._items is None:
-            from kqplan.manifest.items import entity_items
+            from kqplan.manifest.items import entity_lines
 
-            self._items = entity_items(self.text)
-        return self._items[index] if 0 <= index < len(self._items) else None
+            self._items = entity_lines(self.text)
+        lines, column = self._items
+        return (lines[index], column) if 0 <= index < len(lines) else None
 
     @classmethod
     def of(cls, path: str, text: str) -> SourceFile:
