@@ -10,13 +10,12 @@ import hashlib
 import itertools
 import json
 import math
-from typing import Any, Literal
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kqplan.cluster.base import Op
-from kqplan.entity import Entity, EntityKind, Name
+from kqplan.entity import Entity, EntityKind
 from kqplan.errors import KqplanError
 from kqplan.metadata import Metadata
 from kqplan.plan import Action, Change, ClusterRef, Plan, ops_between
@@ -107,54 +106,6 @@ def dumps_plan(plan: Plan) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-class _OpFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    key: str
-    value: float | None
-    remove: bool
-
-
-class _ChangeFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    entity: dict[str, Name]
-    display: str
-    action: Action
-    before: dict[str, float] | None
-    after: dict[str, float] | None
-    ops: list[_OpFile]
-    origin: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class _UnmanagedFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    entity: dict[str, Name]
-    display: str
-    quotas: dict[str, float]
-
-
-class _ClusterFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    id: str | None
-    bootstrap: str
-    version: str | None = None
-    mode: str | None = None
-
-
-class PlanFile(BaseModel):
-    """A saved plan, validated on read."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    format_version: Literal[1]
-    cluster: _ClusterFile
-    state_fingerprint: str | None
-    summary: dict[str, int]
-    changes: list[_ChangeFile]
-    notes: list[str] = []
-    unmanaged: list[_UnmanagedFile] = []
-    digest: str | None = None
-
-
 def _metadata(data: dict[str, Any] | None) -> Metadata | None:
     if data is None:
         return None
@@ -166,6 +117,10 @@ def _metadata(data: dict[str, Any] | None) -> Metadata | None:
 
 def loads_plan(text: str | bytes, *, source: str) -> Plan:
     """Read a saved plan (``--out``); KqplanError naming ``source`` if it is not one."""
+    from pydantic import ValidationError
+
+    from kqplan.planfile_models import PlanFile
+
     try:
         doc = PlanFile.model_validate_json(text)
     except ValidationError as exc:

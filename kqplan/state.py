@@ -14,12 +14,10 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kqplan.entity import Entity, Name
+from kqplan.entity import Entity
 from kqplan.errors import KqplanError
 
 Quotas = Mapping[str, float]
@@ -27,24 +25,6 @@ QuotaState = Mapping[Entity, Quotas]
 """What a cluster holds, or what manifests want: every entity with at least one key."""
 
 SNAPSHOT_FORMAT_VERSION = 1
-
-
-class SnapshotEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-    entity: dict[str, Name]
-    quotas: dict[str, float]
-
-
-class SnapshotFile(BaseModel):
-    """On-disk form of a snapshot; validated on read, written by :func:`write_snapshot`."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-    format_version: Literal[1]
-    cluster_id: str | None = None
-    kafka_version: str | None = None
-    """The cluster's Kafka release as kqplan saw it (``>=3.9``: a lower bound from ApiVersions)."""
-    mode: Literal["kraft", "zookeeper"] | None = None
-    entities: list[SnapshotEntry]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +61,10 @@ def snapshot_from_json(
 
 def parse_snapshot(text: str | bytes, *, source: str) -> Snapshot:
     """Parse a snapshot; raise :class:`KqplanError` naming ``source`` when it is not one."""
+    from pydantic import ValidationError
+
+    from kqplan.state_models import SnapshotFile
+
     try:
         doc = SnapshotFile.model_validate_json(text)
     except ValidationError as exc:

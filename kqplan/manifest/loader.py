@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml_rs
-from pydantic import ValidationError
 
 from kqplan.config import ProjectConfig
 from kqplan.diagnostics import Diagnostic, Related, Severity, Span, did_you_mean
+from kqplan.manifest.head import API_VERSION, KIND, OWNERSHIP_FIELDS, ManifestHead, plain_head
 
 if TYPE_CHECKING:
+    from kqplan.manifest.models import Manifest
     from kqplan.manifest.positions import Locator
-from kqplan.manifest.models import API_VERSION, KIND, Manifest, Ownership
 
 Loc = tuple[str | int, ...]  # a data path: mapping keys and list indexes
 MANIFEST_SUFFIXES = (".yaml", ".yml")
@@ -79,7 +79,8 @@ class SourceFile:
 @dataclass(slots=True)
 class LoadedManifest:
     source: SourceFile
-    manifest: Manifest
+    manifest: Manifest | ManifestHead
+    """The document-level fields (the pydantic model only when the plain check could not tell)."""
     raw: dict[str, Any]
     """The parsed YAML, to tell an explicit ``user: null`` from a missing ``user``."""
 
@@ -286,7 +287,7 @@ def _yaml_type(value: object) -> str:
 
 _FIELDS = {
     (): ("apiVersion", "kind", "cluster", "ownership", "profiles", "entities"),
-    ("ownership",): tuple(Ownership.model_fields),
+    ("ownership",): OWNERSHIP_FIELDS,
     ("entities", "*"): ("user", "client-id", "ip", "profile", "quotas"),
 }
 
@@ -424,11 +425,22 @@ def _plain_rest(entry: dict[Any, Any]) -> bool:
     return True
 
 
-def validate_model(source: SourceFile, raw: dict[str, Any]) -> tuple[Manifest | None, list[Diagnostic]]:
-    """Pydantic validation of one parsed file; every error located."""
+def validate_model(source: SourceFile, raw: dict[str, Any]
+                   ) -> tuple[Manifest | ManifestHead | None, list[Diagnostic]]:
+    """Shape check of one parsed file; every error located. A plainly valid file (the usual one)
+    is checked by hand and never imports pydantic; any other goes through the models."""
+    entries = raw.get("entities", _NO_ENTRIES)
+    plain = entries.__class__ is list and _plain_entities(entries)
+    if plain:
+        head = plain_head(raw)
+        if head is not None:
+            return head, []
+    from pydantic import ValidationError
+
+    from kqplan.manifest.models import Manifest
+
     try:
-        entries = raw.get("entities")
-        if entries and _plain_entities(entries):  # the document's other parts are small
+        if entries and plain:  # the document's other parts are small
             return Manifest.model_validate({k: v for k, v in raw.items() if k != "entities"}), []
         manifest = Manifest.model_validate(raw)
         manifest.entities = []  # compile reads the raw entries: the models only checked their shape
@@ -439,6 +451,9 @@ def validate_model(source: SourceFile, raw: dict[str, Any]) -> tuple[Manifest | 
             p = translate(raw, err)
             pendings.setdefault((p.loc, p.code), p)  # a union reports one error per member
         return None, [resolve(source, p) for p in pendings.values()]
+
+
+_NO_ENTRIES: list[Any] = []
 
 
 def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
+from kqplan.manifest.head import API_VERSION, KIND
 from kqplan.quotas import QUOTA_KEYS, ValueType
 from kqplan.units import UNITS
 
-API_VERSION = "kqplan/v1"
-KIND = "ClientQuotas"
+__all__ = ["API_VERSION", "KIND", "EntityEntry", "Manifest", "Metadata", "Ownership", "json_schema"]
 
 _UNIT_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(" + "|".join(UNITS) + r")\s*$"
 
