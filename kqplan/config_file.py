@@ -1,15 +1,20 @@
-"""Reading ``kqplan.toml`` (:mod:`kqplan.config` holds what it becomes): its schema as pydantic
-models and every problem as a located KQP190 diagnostic. A module of its own so that a command
-run where there is no ``kqplan.toml`` never imports pydantic for it."""
+"""Reading ``kqplan.toml`` (:mod:`kqplan.config` holds what it becomes), every problem a located
+KQP190 diagnostic.
+
+A file of the usual shape is checked by hand (:func:`plain_document`) and never imports pydantic
+(0.04 s of every command's start-up in a repository with a ``kqplan.toml``); anything it does not
+accept goes through the pydantic schema in :mod:`kqplan.config_schema`, which decides and locates
+every problem. The plain check accepts only what the schema accepts, with the same result
+(tests/config_plain_test.py checks both on generated files).
+"""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from kqplan.config import (
     CONFIG_ERROR,
@@ -25,62 +30,85 @@ from kqplan.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER
 from kqplan.errors import KqplanError
 from kqplan.quotas import QUOTA_KEYS
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
-
-
-class _Custom(_Strict):
-    entity_types: list[StrictStr] = Field(default_factory=list, alias="entity-types")
-    keys: list[StrictStr] = Field(default_factory=list)
+CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manifests", "mode", "version")
+POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
+                 "required-labels", "keys", "allow-unmanaged")
 
 
-class _Limits(_Strict):
-    max_file_mib: StrictInt = Field(default=128, alias="max-file-mib", gt=0)
+# -- the plain check ------------------------------------------------------------------------------
+
+def _int(value: object) -> bool:
+    return type(value) is int
 
 
-class _Cluster(_Strict):
-    id: StrictStr | None = None
-    bootstrap_server: StrictStr | None = Field(default=None, alias="bootstrap-server")
-    command_config: StrictStr | None = Field(default=None, alias="command-config")
-    snapshot: StrictStr | None = None
-    manifests: list[StrictStr] = Field(default_factory=list)
-    mode: StrictStr | None = None
-    version: StrictStr | None = None
+def _number(value: object) -> bool:
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
-class _KeyBounds(_Strict):
-    min: StrictInt | float | StrictStr | None = None
-    max: StrictInt | float | StrictStr | None = None
+def _strings(value: object) -> bool:
+    return type(value) is list and all(type(v) is str for v in value)
 
 
-class _Policy(_Strict):
-    max_delete: StrictInt = Field(default=DEFAULT_MAX_DELETE, alias="max-delete", ge=0)
-    max_delete_percent: StrictInt | float = Field(default=DEFAULT_MAX_DELETE_PERCENT,
-                                                  alias="max-delete-percent", ge=0, le=100)
-    required_keys: list[StrictStr] = Field(default_factory=list, alias="required-keys")
-    required_defaults: list[StrictStr] = Field(default_factory=list, alias="required-defaults")
-    required_labels: list[StrictStr] = Field(default_factory=list, alias="required-labels")
-    keys: dict[str, _KeyBounds] = Field(default_factory=dict)
-    allow_unmanaged: StrictBool = Field(default=True, alias="allow-unmanaged")
+def _table(value: object, fields: Sequence[str]) -> bool:
+    return type(value) is dict and all(k in fields for k in value)
 
 
-class _ConfigFile(_Strict):
-    custom: _Custom = Field(default_factory=_Custom)
-    clusters: dict[str, StrictStr | _Cluster] = Field(default_factory=dict)
-    policy: _Policy = Field(default_factory=_Policy)
-    limits: _Limits = Field(default_factory=_Limits)
+def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """``raw`` with its defaults filled in when it is plainly valid (every key known, spelled as
+    documented, every value of its type and range); None sends it to the schema."""
+    if not _table(raw, ("clusters", "policy", "custom", "limits")):
+        return None
+    listed = raw.get("clusters", {})
+    if type(listed) is not dict:
+        return None
+    clusters: dict[str, Any] = {}
+    for name, value in listed.items():
+        if type(value) is str:
+            clusters[name] = value
+            continue
+        if not _table(value, CLUSTER_FIELDS) or not all(
+                type(v) is str for k, v in value.items() if k != "manifests"):
+            return None
+        if not _strings(value.get("manifests", [])):
+            return None
+        clusters[name] = {f: value.get(f) for f in CLUSTER_FIELDS}
+        clusters[name]["manifests"] = list(value.get("manifests", []))
+    policy = raw.get("policy", {})
+    if not _table(policy, POLICY_FIELDS):
+        return None
+    max_delete = policy.get("max-delete", DEFAULT_MAX_DELETE)
+    percent = policy.get("max-delete-percent", DEFAULT_MAX_DELETE_PERCENT)
+    keys = policy.get("keys", {})
+    if not (_int(max_delete) and max_delete >= 0 and _number(percent) and 0 <= percent <= 100
+            and all(_strings(policy.get(f, [])) for f in ("required-keys", "required-defaults",
+                                                          "required-labels"))
+            and type(policy.get("allow-unmanaged", True)) is bool and type(keys) is dict):
+        return None
+    bounds: dict[str, Any] = {}
+    for key, b in keys.items():
+        if not _table(b, ("min", "max")) or not all(_number(v) or type(v) is str for v in b.values()):
+            return None
+        bounds[key] = {"min": b.get("min"), "max": b.get("max")}
+    custom, limits = raw.get("custom", {}), raw.get("limits", {})
+    if not (_table(custom, ("entity-types", "keys")) and all(_strings(v) for v in custom.values())
+            and _table(limits, ("max-file-mib",))):
+        return None
+    max_file_mib = limits.get("max-file-mib", 128)
+    if not (_int(max_file_mib) and max_file_mib > 0):
+        return None
+    return {
+        "custom": {"entity-types": list(custom.get("entity-types", [])),
+                   "keys": list(custom.get("keys", []))},
+        "clusters": clusters,
+        "policy": {"max-delete": max_delete, "max-delete-percent": percent,
+                   **{f: list(policy.get(f, [])) for f in ("required-keys", "required-defaults",
+                                                           "required-labels")},
+                   "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True)},
+        "limits": {"max-file-mib": max_file_mib},
+    }
 
 
-_FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
-    (): ("clusters", "policy", "custom", "limits"),
-    ("clusters", "*"): tuple(f.alias or n for n, f in _Cluster.model_fields.items()),
-    ("policy",): tuple(f.alias or n for n, f in _Policy.model_fields.items()),
-    ("policy", "keys", "*"): ("min", "max"),
-    ("custom",): ("entity-types", "keys"),
-    ("limits",): ("max-file-mib",),
-}
-
+# -- problems and values --------------------------------------------------------------------------
 
 def _locate(text: str, loc: Sequence[str | int]) -> tuple[int, int]:
     """Line and column of a TOML key path: the key's own line, else its table header."""
@@ -105,31 +133,14 @@ def _locate(text: str, loc: Sequence[str | int]) -> tuple[int, int]:
     return best
 
 
-def _config_error(path: Path, text: str, loc: Sequence[str | int], message: str,
+def config_error(path: Path, text: str, loc: Sequence[str | int], message: str,
                   hint: str | None = None) -> Diagnostic:
     line, col = _locate(text, loc)
     return Diagnostic(CONFIG_ERROR, message, Span(str(path), line, col), hint=hint)
 
 
-def _where(loc: Sequence[str | int]) -> str:
+def where(loc: Sequence[str | int]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
-
-
-def _translate(path: Path, text: str, error: Any) -> Diagnostic:
-    loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p in ("str", "_Cluster")))
-    loc = tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "union["))))
-    if error["type"] == "extra_forbidden":
-        name = str(loc[-1])
-        wildcard = {1} if loc[:1] == ("clusters",) else {2} if loc[:2] == ("policy", "keys") else set()
-        generic = tuple("*" if i in wildcard else p for i, p in enumerate(loc[:-1]))
-        choices = _FIELDS.get(tuple(map(str, generic)), ())
-        guess = did_you_mean(name, choices)
-        hint = f"did you mean '{guess}'?" if guess else (
-            f"valid keys here: {', '.join(choices)}" if choices else None)
-        table = _where(loc[:-1])
-        return _config_error(path, text, loc, f"unknown key '{name}' in "
-                             f"{'[' + table + ']' if loc[:-1] else 'the top level'}", hint)
-    return _config_error(path, text, loc, f"{_where(loc)}: {error['msg']}")
 
 
 def _bound(path: Path, text: str, key: str, which: str, raw: object, *,
@@ -138,101 +149,102 @@ def _bound(path: Path, text: str, key: str, which: str, raw: object, *,
         return None
     loc = ("policy", "keys", key, which)
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        problems.append(_config_error(path, text, loc, f"policy.keys.{key}.{which} must be a number"))
+        problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which} must be a number"))
         return None
     if isinstance(raw, str):
         from kqplan.units import UnitError, parse_bytes
 
         spec = QUOTA_KEYS.get(key)
         if spec is None or not spec.bytes_per_second:
-            problems.append(_config_error(path, text, loc, f"policy.keys.{key}.{which}: {key} takes "
+            problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {key} takes "
                                           f"a plain number, not '{raw}'"))
             return None
         try:
             return float(parse_bytes(raw))
         except UnitError as exc:
-            problems.append(_config_error(path, text, loc, f"policy.keys.{key}.{which}: {exc}",
+            problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {exc}",
                                           exc.hint))
             return None
     return float(raw)
 
 
-def _entry(base: Path, name: str, raw: str | _Cluster) -> ClusterEntry:
+def _entry(base: Path, name: str, raw: str | dict[str, Any]) -> ClusterEntry:
     if isinstance(raw, str):
         return ClusterEntry(name, id=raw)
 
     def rel(value: str | None) -> Path | None:
         return None if value is None else (base / value)
 
-    return ClusterEntry(name, id=raw.id, bootstrap=raw.bootstrap_server,
-                        command_config=rel(raw.command_config), snapshot=rel(raw.snapshot),
-                        manifests=tuple(base / m for m in raw.manifests), mode=raw.mode,
-                        version=raw.version)
+    return ClusterEntry(name, id=raw["id"], bootstrap=raw["bootstrap-server"],
+                        command_config=rel(raw["command-config"]), snapshot=rel(raw["snapshot"]),
+                        manifests=tuple(base / m for m in raw["manifests"]), mode=raw["mode"],
+                        version=raw["version"])
 
 
-def _check_clusters(path: Path, text: str, doc: _ConfigFile, problems: list[Diagnostic]) -> None:
-    for name, raw in doc.clusters.items():
+def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[Diagnostic]) -> None:
+    for name, raw in doc["clusters"].items():
         if isinstance(raw, str):
             continue
         loc = ("clusters", name)
-        if raw.bootstrap_server is not None and raw.snapshot is not None:
-            problems.append(_config_error(path, text, (*loc, "snapshot"),
-                                          f"cluster '{name}' has both bootstrap-server and snapshot",
-                                          "a cluster has one target: keep one of them"))
-        if raw.command_config is not None and raw.bootstrap_server is None:
-            problems.append(_config_error(path, text, (*loc, "command-config"),
-                                          f"cluster '{name}': command-config without bootstrap-server"))
-        if raw.mode is not None and raw.mode not in ("kraft", "zookeeper"):
-            problems.append(_config_error(path, text, (*loc, "mode"),
-                                          f"cluster '{name}': mode must be kraft or zookeeper, "
-                                          f"not '{raw.mode}'"))
-        for i, layer in enumerate(raw.manifests):
+        if raw["bootstrap-server"] is not None and raw["snapshot"] is not None:
+            problems.append(config_error(path, text, (*loc, "snapshot"),
+                                         f"cluster '{name}' has both bootstrap-server and snapshot",
+                                         "a cluster has one target: keep one of them"))
+        if raw["command-config"] is not None and raw["bootstrap-server"] is None:
+            problems.append(config_error(path, text, (*loc, "command-config"),
+                                         f"cluster '{name}': command-config without bootstrap-server"))
+        if raw["mode"] is not None and raw["mode"] not in ("kraft", "zookeeper"):
+            problems.append(config_error(path, text, (*loc, "mode"),
+                                         f"cluster '{name}': mode must be kraft or zookeeper, "
+                                         f"not '{raw['mode']}'"))
+        for i, layer in enumerate(raw["manifests"]):
             if not (path.parent / layer).exists():
-                problems.append(_config_error(path, text, (*loc, "manifests"),
-                                              f"cluster '{name}': manifests layer '{layer}' does not "
-                                              "exist", f"paths are relative to {path.parent}"))
-            if raw.manifests.index(layer) != i:
-                problems.append(_config_error(path, text, (*loc, "manifests"),
-                                              f"cluster '{name}': layer '{layer}' is listed twice"))
+                problems.append(config_error(path, text, (*loc, "manifests"),
+                                             f"cluster '{name}': manifests layer '{layer}' does not "
+                                             "exist", f"paths are relative to {path.parent}"))
+            if raw["manifests"].index(layer) != i:
+                problems.append(config_error(path, text, (*loc, "manifests"),
+                                             f"cluster '{name}': layer '{layer}' is listed twice"))
 
 
-def _policy(path: Path, text: str, doc: _ConfigFile, custom_keys: frozenset[str],
+def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[str],
             problems: list[Diagnostic]) -> Policy:
-    raw = doc.policy
+    raw = doc["policy"]
     known_keys = set(QUOTA_KEYS) | custom_keys
-    for key in raw.required_keys:
+    for key in raw["required-keys"]:
         if key not in known_keys:
             guess = did_you_mean(key, known_keys)
-            problems.append(_config_error(path, text, ("policy", "required-keys"),
-                                          f"policy.required-keys: unknown quota key '{key}'",
-                                          f"did you mean '{guess}'?" if guess else None))
+            problems.append(config_error(path, text, ("policy", "required-keys"),
+                                         f"policy.required-keys: unknown quota key '{key}'",
+                                         f"did you mean '{guess}'?" if guess else None))
     defaults: list[tuple[str, ...]] = []
-    for spec in raw.required_defaults:
+    for spec in raw["required-defaults"]:
         types = tuple(t.strip() for t in spec.split(","))
         canonical = tuple(t for t in (USER, CLIENT_ID, IP) if t in types)
         if len(canonical) != len(types) or not canonical or (IP in types and len(types) > 1):
-            problems.append(_config_error(
+            problems.append(config_error(
                 path, text, ("policy", "required-defaults"),
                 f"policy.required-defaults: '{spec}' is not a default entity",
                 "write \"user\", \"client-id\", \"user,client-id\" or \"ip\""))
             continue
         defaults.append(canonical)
     bounds = []
-    for key, b in raw.keys.items():
+    for key, b in raw["keys"].items():
         if key not in known_keys:
             guess = did_you_mean(key, known_keys)
-            problems.append(_config_error(path, text, ("policy", "keys", key),
-                                          f"policy.keys: unknown quota key '{key}'",
-                                          f"did you mean '{guess}'?" if guess else None))
+            problems.append(config_error(path, text, ("policy", "keys", key),
+                                         f"policy.keys: unknown quota key '{key}'",
+                                         f"did you mean '{guess}'?" if guess else None))
             continue
-        low = _bound(path, text, key, "min", b.min, problems=problems)
-        high = _bound(path, text, key, "max", b.max, problems=problems)
+        low = _bound(path, text, key, "min", b["min"], problems=problems)
+        high = _bound(path, text, key, "max", b["max"], problems=problems)
         if low is not None and high is not None and low > high:
-            problems.append(_config_error(path, text, ("policy", "keys", key),
-                                          f"policy.keys.{key}: min is above max"))
+            problems.append(config_error(path, text, ("policy", "keys", key),
+                                         f"policy.keys.{key}: min is above max"))
         bounds.append(KeyBounds(key, low, high))
-    return Policy(raw.max_delete, float(raw.max_delete_percent), tuple(raw.required_keys),
-                  tuple(defaults), tuple(raw.required_labels), tuple(bounds), raw.allow_unmanaged, path)
+    return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(raw["required-keys"]),
+                  tuple(defaults), tuple(raw["required-labels"]), tuple(bounds), raw["allow-unmanaged"],
+                  path)
 
 
 def read_config(path: Path) -> ProjectConfig:
@@ -247,42 +259,32 @@ def read_config(path: Path) -> ProjectConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise KqplanError(f"{path}: invalid TOML: {exc}") from None
-    try:
-        doc = _ConfigFile.model_validate(raw)
-    except ValidationError as exc:
-        seen: dict[tuple[object, ...], Diagnostic] = {}
-        for err in exc.errors():
-            loc = err["loc"]
-            if loc[:1] == ("clusters",) and len(loc) > 2:
-                # ``NAME = "ID"`` or a table: report only the branch the value took
-                branch = "_Cluster" if isinstance(raw.get("clusters", {}).get(loc[1]), dict) else "str"
-                if loc[2] != branch:
-                    continue
-            diag = _translate(path, text, err)
-            seen.setdefault((diag.span.line, diag.message), diag)
-        raise DiagnosticsError(list(seen.values())) from None
+    doc = plain_document(raw)
+    if doc is None:
+        from kqplan.config_schema import validate_document
+
+        doc = validate_document(path, text, raw)
     problems: list[Diagnostic] = []
-    clash = set(doc.custom.entity_types) & set(BUILTIN_TYPES)
+    custom = doc["custom"]
+    clash = set(custom["entity-types"]) & set(BUILTIN_TYPES)
     if clash:
-        problems.append(_config_error(path, text, ("custom", "entity-types"),
-                                      f"custom.entity-types redeclares built-in type(s) {sorted(clash)}"))
-    clash = set(doc.custom.keys) & set(QUOTA_KEYS)
+        problems.append(config_error(path, text, ("custom", "entity-types"),
+                                     f"custom.entity-types redeclares built-in type(s) {sorted(clash)}"))
+    clash = set(custom["keys"]) & set(QUOTA_KEYS)
     if clash:
-        problems.append(_config_error(path, text, ("custom", "keys"),
-                                      f"custom.keys redeclares built-in key(s) {sorted(clash)}"))
+        problems.append(config_error(path, text, ("custom", "keys"),
+                                     f"custom.keys redeclares built-in key(s) {sorted(clash)}"))
     _check_clusters(path, text, doc, problems)
-    custom_keys = frozenset(doc.custom.keys)
+    custom_keys = frozenset(custom["keys"])
     policy = _policy(path, text, doc, custom_keys, problems)
     if problems:
         raise DiagnosticsError(problems)
     base = path.parent.resolve()
     return ProjectConfig(
-        custom_entity_types=frozenset(doc.custom.entity_types),
+        custom_entity_types=frozenset(custom["entity-types"]),
         custom_keys=custom_keys,
-        clusters={name: _entry(base, name, raw) for name, raw in doc.clusters.items()},
+        clusters={name: _entry(base, name, raw) for name, raw in doc["clusters"].items()},
         policy=policy,
-        max_file_bytes=doc.limits.max_file_mib * 1024 * 1024,
+        max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
         source=path,
     )
-
-
