@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,12 @@ sys.path.insert(0, str(ROOT))
 # `python -m kqplan` rather than the console script, so that PYTHONPATH=<an older checkout> measures
 # that checkout with the same interpreter and libraries (the before/after table).
 KQPLAN = [sys.executable, "-m", "kqplan"]
+
+# Measured as installed: Python caches compiled modules (pip compiles an installed package's at
+# install time; an editable checkout's on its first run). This machine's environment sets
+# PYTHONDONTWRITEBYTECODE=1, which would make every command recompile kqplan's ~45 modules from
+# source (+0.05-0.1 s); `--no-bytecode` keeps that setting to show the difference.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None) if "--no-bytecode" not in sys.argv else None
 
 
 def timed(args: list[str]) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
@@ -199,9 +206,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--real", action="store_true", help="also the real Kafka broker (tests/kafka)")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE from the environment (compile every run)")
     parser.add_argument("--real-n", type=int, default=1000)
     parser.add_argument("--real-big", type=int, default=None, help="also plan this many on the real broker")
     args = parser.parse_args()
+    if not args.no_bytecode:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # for the commands this script runs
+        sys.dont_write_bytecode = False  # and for its own in-process phases
     work = Path(tempfile.mkdtemp(prefix="kqplan-phases-"))
     manifests, seed = write_fleet(work, args.n, args.files)
     small, _ = write_fleet(work / "small", max(args.n // 10, 1), args.files)
@@ -209,6 +221,7 @@ def main() -> None:
     one.write_text("apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n"
                    "  - user: alice\n    quotas:\n      producer_byte_rate: 1MiB\n")
     rows: list[tuple[str, str]] = []
+    subprocess.run([*KQPLAN, "validate", str(one)], capture_output=True, check=True)  # caches bytecode
     with sandbox(seed) as bootstrap:
         plan_args = [*KQPLAN, "plan", str(manifests), "--bootstrap-server", bootstrap,
                      "--format", "json", "--out", str(work / "plan.json")]
