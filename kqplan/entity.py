@@ -8,10 +8,11 @@ display form and the manifest spelling never confuse a real name with the defaul
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -82,47 +83,64 @@ _KINDS: dict[tuple[str, ...], EntityKind] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Entity:
-    """A quota entity. Build it with :meth:`of`; equality does not depend on order."""
+if TYPE_CHECKING:
+    class _Pairs:
+        """What a type checker sees of an entity's base: an immutable, hashable sequence of
+        (type, name) pairs. At run time it is ``tuple`` itself (whose ``in`` would ask for a
+        pair, where an entity's asks for a type: the facade keeps checkers from mixing them)."""
 
-    parts: tuple[tuple[str, Name], ...]
-    """(type, name) pairs in display order; each type at most once."""
-    _hash: int = field(default=0, init=False, compare=False, repr=False)
-    _kind: EntityKind = field(default=EntityKind.INVALID, init=False, compare=False, repr=False)
+        def __iter__(self) -> Iterator[tuple[str, Name]]: ...
+        def __len__(self) -> int: ...
+        def __getitem__(self, index: int) -> tuple[str, Name]: ...
+        def __hash__(self) -> int: ...
+        def __eq__(self, other: object) -> bool: ...
+else:
+    _Pairs = tuple
 
-    def __post_init__(self) -> None:
-        # Equality and hashing compare ``parts``, so it must be canonical however built;
+_new_tuple: Any = tuple.__new__
+_tuple_repr: Any = tuple.__repr__
+
+
+class Entity(_Pairs):
+    """A quota entity. Build it with :meth:`of`; equality does not depend on order.
+
+    Underneath, the tuple of its (type, name) pairs in display order, each type at most once
+    (``parts``): hashing and equality run in C — every state lookup of a plan ends in them — and
+    an entity takes no more memory than its pairs. Immutable, as a tuple is.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, parts: Iterable[tuple[str, Name]] = ()) -> Entity:
+        self: Entity = _new_tuple(cls, parts)
+        if len(self) < 2:
+            return self
+        # Equality and hashing compare the pairs, so their order must be canonical however built;
         # the check is cheap because almost every entity is built in order already.
-        parts = self.parts
-        types = tuple([t for t, _ in parts])
-        kind = _KINDS.get(types)  # the built-in combinations, all in canonical order
-        if kind is None:
-            if not all(_type_rank(a) < _type_rank(b) for a, b in itertools.pairwise(types)):
-                parts = tuple(sorted(dict(parts).items(), key=lambda p: _type_rank(p[0])))
-                object.__setattr__(self, "parts", parts)
-                types = tuple([t for t, _ in parts])
-            kind = _KINDS.get(types) or (
-                EntityKind.INVALID if IP in types and (USER in types or CLIENT_ID in types)
-                else EntityKind.CUSTOM)
-        object.__setattr__(self, "_kind", kind)
-        # Entities key every state and plan dict; hash the nested tuple once, not per lookup.
-        object.__setattr__(self, "_hash", hash(parts))
+        types = tuple([t for t, _ in self])
+        if types in _KINDS or all(_type_rank(a) < _type_rank(b) for a, b in itertools.pairwise(types)):
+            return self
+        ordered: Entity = _new_tuple(cls, sorted(dict(self).items(), key=lambda p: _type_rank(p[0])))
+        return ordered
 
-    def __hash__(self) -> int:
-        return self._hash
+    def __repr__(self) -> str:
+        return f"Entity(parts={_tuple_repr(self)})"
 
-    def __eq__(self, other: object) -> bool:
-        # Every state lookup ends here (dataclass's generated one builds two tuples per call).
-        if other.__class__ is Entity:
-            return self.parts == other.parts
-        return NotImplemented
+    @classmethod
+    def canonical(cls, parts: tuple[tuple[str, Name], ...]) -> Entity:
+        """An entity of pairs known to be canonical — distinct types in display order, as one
+        pair always is — built without the check (the bulk paths; see :data:`canonical`)."""
+        return canonical(parts)
+
+    @property
+    def parts(self) -> tuple[tuple[str, Name], ...]:
+        """(type, name) pairs in display order; each type at most once (the entity itself)."""
+        return self  # type: ignore[return-value]  # a tuple at run time (see _Pairs)
 
     @classmethod
     def of(cls, entries: Mapping[str, Name] | Iterable[tuple[str, Name]]) -> Entity:
         """Build an entity from a type→name mapping or pairs (a repeated type: last wins)."""
-        items = entries.items() if isinstance(entries, Mapping) else entries
-        return cls(tuple(items))
+        return cls(entries.items() if isinstance(entries, Mapping) else entries)
 
     @classmethod
     def user(cls, name: Name) -> Entity:
@@ -142,16 +160,11 @@ class Entity:
 
     @property
     def types(self) -> tuple[str, ...]:
-        return tuple(t for t, _ in self.parts)
+        return tuple([t for t, _ in self])
 
     def __contains__(self, entity_type: object) -> bool:
-        return any(t == entity_type for t, _ in self.parts)
-
-    def __iter__(self) -> Iterator[tuple[str, Name]]:
-        return iter(self.parts)
-
-    def __len__(self) -> int:
-        return len(self.parts)
+        """Whether the entity has this entity type (not: this pair)."""
+        return any(t == entity_type for t, _ in self)
 
     def name(self, entity_type: str) -> Name:
         """The name for ``entity_type``; raises KeyError when the type is absent."""
@@ -168,7 +181,12 @@ class Entity:
 
     @property
     def kind(self) -> EntityKind:
-        return self._kind
+        types = tuple([t for t, _ in self])
+        kind = _KINDS.get(types)  # the built-in combinations, all in canonical order
+        if kind is None:
+            kind = (EntityKind.INVALID if IP in types and (USER in types or CLIENT_ID in types)
+                    else EntityKind.CUSTOM)
+        return kind
 
     @property
     def has_default(self) -> bool:
@@ -197,3 +215,8 @@ class Entity:
     def sort_key(self) -> str:
         """Deterministic order of changes and listings: the display form."""
         return self.display
+
+
+canonical: Callable[[tuple[tuple[str, Name], ...]], Entity] = functools.partial(_new_tuple, Entity)
+""":meth:`Entity.canonical` as a C call: decoding a describe or compiling manifests builds one
+entity per entry, mostly of a single pair."""

@@ -129,5 +129,5 @@ def fingerprint(state: QuotaState) -> str:
     to tell whether the cluster moved (apply itself checks each change's ``before``). orjson
     sorts and writes it in C, faster than a formatted line per entity; values differ from
     kqplan 0.2's."""
-    doc = {repr(entity.parts): quotas for entity, quotas in state.items()}
+    doc = dict(zip(map(tuple.__repr__, state), state.values(), strict=True))  # repr(entity.parts)
     return "sha256:" + hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]

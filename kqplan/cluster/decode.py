@@ -18,10 +18,13 @@ every struct ends with a tagged-field section.
 
 from __future__ import annotations
 
+import operator
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from kqplan.entity import CLIENT_ID, Entity
+from kqplan.entity import CLIENT_ID, USER, Entity, canonical
 from kqplan.state import QuotaState
 
 _I16 = struct.Struct(">h").unpack_from
@@ -137,7 +140,7 @@ def _decode_v0(b: bytes) -> tuple[DescribeResponse, int]:
             values[strings.get(raw) or strings.setdefault(raw, raw.decode())] = _F64(b, p)[0]
             p += 8
         if values:
-            state[Entity(tuple(parts))] = values
+            state[Entity(parts)] = values
     return DescribeResponse(error_code, message, state), p
 
 
@@ -155,6 +158,8 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
     _check_count(count - 1, b, p)
     strings: dict[bytes, str] = {}
     state: dict[Entity, dict[str, float]] = {}
+    layouts: dict[bytes, _ValuesLayout] = {}
+    end = len(b)
     for _ in range(count - 1):
         m = b[p]
         p += 1
@@ -184,28 +189,102 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
                 p += 1
         if m == 3 and parts[0][0] == CLIENT_ID:  # Kafka's HashMap order; Entity's is user first
             parts.reverse()
+        # one pair, or user and client-id in order (most entities), need no canonical check
+        entity = canonical(tuple(parts)) if m == 2 or (m == 3 and parts[0][0] == USER and parts[1][0] ==
+                                                      CLIENT_ID) else Entity(parts)
+        layout = layouts.get(b[p:p + 3])  # the values count, first key's length and first byte
+        if layout is not None and p + layout.size <= end:
+            got = layout.unpack(b, p)
+            if layout.fixed(got) == layout.expected:
+                values = layout.values(got)
+                p += layout.size
+                if values:
+                    state[entity] = values
+                continue
+        start = p
         k = b[p]
         p += 1
         if k & 0x80:
             k, p = _uvarint(b, p - 1)
         values = {}
+        plain = k < 0x80
         for _ in range(k - 1):
             n = b[p]
             p += 1
             if n & 0x80:
                 n, p = _uvarint(b, p - 1)
+                plain = False
             raw = b[p:p + n - 1]
             p += n - 1
             values[strings.get(raw) or strings.setdefault(raw, raw.decode())] = _F64(b, p)[0]
             p += 8
             if b[p]:
                 p = _skip_tags(b, p)
+                plain = False
             else:
                 p += 1
         if b[p]:
             p = _skip_tags(b, p)
+            plain = False
         else:
             p += 1
+        if plain and len(values) == k - 1 and p - start > 2:  # no varint, tag or repeated key
+            layouts.setdefault(b[start:start + 3], _ValuesLayout.of(b, start, list(values)))
         if values:
-            state[Entity(tuple(parts))] = values
+            state[entity] = values
     return DescribeResponse(error_code, message, state), _skip_tags(b, p)
+
+
+class _ValuesLayout:
+    """One entry's ``Values`` array (v1) as a single struct, for the entries that repeat its keys
+    in its order: every byte but the doubles is checked against the first entry's, so an entry
+    that differs in anything (a key, a length, a tagged field) is decoded field by field."""
+
+    __slots__ = ("expected", "fixed", "size", "unpack", "values")
+
+    def __init__(self, fmt: str, expected: tuple[object, ...], fixed: list[int], floats: list[int],
+                 keys: list[str]) -> None:
+        compiled = struct.Struct(fmt)
+        self.unpack = compiled.unpack_from
+        self.size = compiled.size
+        self.expected = expected
+        self.fixed = operator.itemgetter(*fixed)
+        self.values = _values_builder(keys, floats)
+
+    @classmethod
+    def of(cls, b: bytes, p: int, keys: list[str]) -> _ValuesLayout:
+        """The layout of the Values array at ``p``, already decoded once into ``keys``."""
+        fmt = ">B"
+        fixed = [0]
+        floats: list[int] = []
+        for key in keys:
+            encoded = key.encode()
+            fixed += [len(fixed) + len(floats), len(fixed) + len(floats) + 1]
+            fmt += f"B{len(encoded)}s"
+            floats.append(len(fixed) + len(floats))
+            fmt += "d"
+            fixed.append(len(fixed) + len(floats))
+            fmt += "B"
+        fixed.append(len(fixed) + len(floats))
+        fmt += "B"
+        layout = cls(fmt, (), fixed, floats, keys)
+        layout.expected = layout.fixed(layout.unpack(b, p))
+        return layout
+
+
+def _values_builder(keys: list[str], at: list[int]) -> Callable[[tuple[Any, ...]], dict[str, float]]:
+    """``{keys[i]: got[at[i]]}`` as a dict display for the usual 1-4 keys (dict(zip(...)) costs
+    six times as much per entry)."""
+    if len(keys) == 1:
+        k0, i0 = keys[0], at[0]
+        return lambda got: {k0: got[i0]}
+    if len(keys) == 2:
+        (k0, k1), (i0, i1) = keys, at
+        return lambda got: {k0: got[i0], k1: got[i1]}
+    if len(keys) == 3:
+        (k0, k1, k2), (i0, i1, i2) = keys, at
+        return lambda got: {k0: got[i0], k1: got[i1], k2: got[i2]}
+    if len(keys) == 4:
+        (k0, k1, k2, k3), (i0, i1, i2, i3) = keys, at
+        return lambda got: {k0: got[i0], k1: got[i1], k2: got[i2], k3: got[i3]}
+    return lambda got: dict(zip(keys, map(got.__getitem__, at), strict=True))

@@ -58,7 +58,8 @@ head_scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70,
                          st.floats(), st.sampled_from(["", "x", "kqplan/v1", "ClientQuotas", "10MiB"]),
                          st.lists(st.integers(), max_size=1))
 str_maps = st.dictionaries(st.one_of(st.sampled_from(["user", "client-id", "x"]), st.integers()),
-                           st.one_of(st.sampled_from(["payments-*", "<default>", ""]), head_scalars), max_size=2)
+                           st.one_of(st.sampled_from(["payments-*", "<default>", ""]), head_scalars),
+                           max_size=2)
 head_values = {
     "apiVersion": st.one_of(st.just("kqplan/v1"), head_scalars),
     "kind": st.one_of(st.just("ClientQuotas"), head_scalars),
@@ -79,7 +80,8 @@ head_values = {
     "bogus": st.just(1),
 }
 heads = st.fixed_dictionaries({"apiVersion": st.just("kqplan/v1"), "kind": st.just("ClientQuotas")},
-                              optional={k: v for k, v in head_values.items() if k not in ("apiVersion", "kind")})
+                              optional={k: v for k, v in head_values.items()
+                                        if k not in ("apiVersion", "kind")})
 
 
 @settings(max_examples=4000, deadline=None)
@@ -109,14 +111,16 @@ def test_plain_head_reads_ordinary_documents() -> None:
                 "entities": []}
     head = plain_head(document)
     assert head is not None
-    assert head.ownership is not None and head.ownership.prune
+    assert head.ownership is not None
+    assert head.ownership.prune
     assert tuple(Ownership.model_fields) == OWNERSHIP_FIELDS
 
 
 def test_valid_manifests_load_without_pydantic(tmp_path: Path) -> None:
     """A valid run of the usual shape never imports pydantic (a fresh interpreter tells)."""
     (tmp_path / "q.yaml").write_text(
-        "apiVersion: kqplan/v1\nkind: ClientQuotas\ncluster: prod\nprofiles:\n  gold: {producer_byte_rate: 1MiB}\n"
+        "apiVersion: kqplan/v1\nkind: ClientQuotas\ncluster: prod\n"
+        "profiles:\n  gold: {producer_byte_rate: 1MiB}\n"
         "ownership:\n  prune: true\n  scope: [{user: 'a-*'}]\nentities:\n  - user: a-1\n    profile: gold\n"
         "  - user: a-2\n    client-id: c\n    quotas: {consumer_byte_rate: 2MiB}\n")
     code = ("import sys; from pathlib import Path; from kqplan.config import ProjectConfig; "
