@@ -1,0 +1,55 @@
+"""Big inputs are parsed by two threads (loader.parse_all): the same documents and the same
+diagnostics, in the same order, as one after the other — bad files mixed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kqplan.config import ProjectConfig
+from kqplan.diagnostics import render_text
+from kqplan.manifest import loader
+
+GOOD = "apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n" + "".join(
+    f"  - user: u{i}\n    quotas: {{producer_byte_rate: 1MiB}}\n" for i in range(50))
+BAD = ["entities: [\n", "", "- a\n- b\n", "a: 1\n---\nb: 2\n", "[" * 100 + "]" * 100, "x: \x07\n",
+       "apiVersion: kqplan/v2\nkind: ClientQuotas\n", "key: 'unclosed\n", GOOD.replace("u1\n", "[u1\n")]
+
+
+def loaded(paths: list[Path], *, threads: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, str]:
+    with monkeypatch.context() as m:
+        m.setattr(loader, "PARALLEL_PARSE_CHARS", 0 if threads else 1 << 62)
+        result = loader.load(paths, ProjectConfig())
+    return ([(m.source.path, m.raw) for m in result.manifests], render_text(result.diagnostics))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(st.just(GOOD), st.sampled_from(BAD)), min_size=2, max_size=8))
+def test_threads_change_nothing(texts: list[str], tmp_path_factory: pytest.TempPathFactory,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path_factory.mktemp("m")
+    paths = []
+    for i, text in enumerate(texts):
+        path = work / f"q{i:02d}.yaml"
+        path.write_text(text)
+        paths.append(path)
+    paths.append(work / "missing.yaml")  # a read error among the parsed files
+    assert loaded(paths, threads=True, monkeypatch=monkeypatch) == \
+        loaded(paths, threads=False, monkeypatch=monkeypatch)
+
+
+def test_a_failure_in_the_helper_thread_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def broken(source: loader.SourceFile) -> object:
+        calls.append(source.path)
+        raise MemoryError(source.path)
+
+    monkeypatch.setattr(loader, "parse_yaml", broken)
+    sources = [loader.SourceFile(f"f{i}", GOOD) for i in range(4)]
+    monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
+    with pytest.raises(MemoryError):
+        loader.parse_all(sources)
