@@ -102,7 +102,9 @@ def dumps_plan(plan: Plan) -> str:
     finite = _finite(plan)
     doc = plan_to_json(plan, finite=finite)
     if finite:
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()
+        encoded = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        del doc  # the body (a dict per change) is let go before the text is made from the bytes
+        return encoded.decode()
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

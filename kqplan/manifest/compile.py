@@ -58,7 +58,10 @@ _ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "m
 _ENTRY_FIELD_SET = frozenset(_ENTRY_FIELDS)
 _PLAIN_FIELDS = frozenset({USER, CLIENT_ID, "quotas"})
 _ABSENT: Any = object()
-_CLIENT_KEY_SET = frozenset(CLIENT_KEYS)
+_CLIENT_KEY_NAMES = {key: key for key in CLIENT_KEYS}
+_KEY_NAMES = {key: key for key in QUOTA_KEYS}
+"""The registry's own key strings: a compiled state holds them, not one parsed copy per entry
+(250k strings, 17 MiB, in a 100k-entity plan)."""
 
 
 def _plain_name(name: str) -> bool:
@@ -69,22 +72,28 @@ _EXACT_DOUBLE_LIMIT = 2**53
 
 
 class Origin(NamedTuple):
-    """Where an entity was declared, for diagnostics and plan annotations (a named tuple: compile
-    makes one per entry, at a sixth of a frozen dataclass's cost)."""
+    """Where an entity was declared, for diagnostics and plan annotations (a named tuple holding
+    the entry's index, not its path: compile makes one per entry, and this one costs a sixth
+    of a frozen dataclass's time and no tuple of its own)."""
 
     source: SourceFile
-    loc: Loc
+    entry: int
+    """The entry's index in its file's ``entities`` list."""
     layer: int = 0
     """Index of the manifests layer (the path given) the entry came from."""
     overrides: Origin | None = None
     """The earlier layer's entry this one overrides (``override: true``)."""
 
     @property
+    def loc(self) -> Loc:
+        """The entry's data path, ``("entities", index)``."""
+        return ("entities", self.entry)
+
+    @property
     def display(self) -> str:
         """``overlays/prod/q.yaml:5:5`` (``… (overrides base/q.yaml:3:5)``), for plans: the file
         names the layer, the place the entry (found by one line scan, never by composing)."""
-        place = self.source.entity_place(self.loc[1]) if len(self.loc) > 1 and isinstance(
-            self.loc[1], int) else None
+        place = self.source.entity_place(self.entry)
         here = f"{self.source.path}:{place[0]}:{place[1]}" if place else self.source.path
         if self.overrides is None:
             return here
@@ -229,7 +238,7 @@ class _Compiler:
                 value = self.parse_value(source, kloc, key, raw)
                 if value is not None and (key not in QUOTA_KEYS
                                           or self.check_value(source, kloc, key, value)):
-                    quotas[key] = value
+                    quotas[_KEY_NAMES.get(key, key)] = value
             self.profiles[name] = _Profile(quotas, source, loc)
 
     def add_ownership(self, loaded: LoadedManifest) -> None:
@@ -345,15 +354,18 @@ class _Compiler:
         cached = self.values.get
         quotas: dict[str, float] = {}
         for key, value_raw in quotas_raw.items():
-            value = cached((key, value_raw.__class__, value_raw)) if key in _CLIENT_KEY_SET else None
+            name = _CLIENT_KEY_NAMES.get(key)
+            if name is None:
+                return False
+            value = cached((key, value_raw.__class__, value_raw))
             if value is None:
                 return False
-            quotas[key] = value
+            quotas[name] = value  # the registry's string: the parsed one is let go
         entity = canonical(parts)  # built in display order above
         state = self.state
         if entity in state.origins or (state.absent and entity in state.absent):
             return False  # a repeat or an override: the general path reports or merges it
-        state.origins[entity] = Origin(source, ("entities", index), layer)
+        state.origins[entity] = Origin(source, index, layer)
         state.quotas[entity] = quotas
         return True
 
@@ -384,7 +396,9 @@ class _Compiler:
         quotas = self.entity_quotas(source, loc, entity, entity.kind, raw, earlier=earlier)
         if quotas is None:
             return
-        origin = Origin(source, loc, layer, first)
+        index = loc[1]  # loc is ("entities", index)
+        assert isinstance(index, int)
+        origin = Origin(source, index, layer, first)
         state.origins[entity] = origin
         meta = _metadata(raw["metadata"]) if "metadata" in raw else None
         if meta is not None or doc_meta is not None or (override and entity in state.metadata):
@@ -520,7 +534,7 @@ class _Compiler:
             if value is None:
                 ok = False
                 continue
-            quotas[key] = value
+            quotas[_KEY_NAMES.get(key, key)] = value
         if ok and not quotas and earlier is None:
             self.report(source, Pending(
                 "KQP118", f"entity {entity.display} sets no quotas", loc,

@@ -396,9 +396,18 @@ def _plain_entities(entries: Any) -> bool:
     for entry in entries:
         if entry.__class__ is not dict:
             return False
-        for field_name in _NAME_FIELDS:
-            value = entry.get(field_name)
-            if value is not None and value.__class__ is not str:
+        if entry.keys() <= _USUAL_FIELDS:  # the usual entry: only user and client-id to check
+            user = entry.get("user")
+            client = entry.get("client-id")
+            if (user is not None and user.__class__ is not str) or (
+                    client is not None and client.__class__ is not str):
+                return False
+        else:
+            for field_name in _NAME_FIELDS:
+                value = entry.get(field_name)
+                if value is not None and value.__class__ is not str:
+                    return False
+            if not entry.keys() <= _COMMON_FIELDS and not _plain_rest(entry):
                 return False
         quotas = entry.get("quotas", _NO_QUOTAS)
         if quotas.__class__ is not dict:
@@ -406,13 +415,12 @@ def _plain_entities(entries: Any) -> bool:
         for key, value in quotas.items():
             if key.__class__ is not str or value.__class__ not in value_types:
                 return False
-        if not entry.keys() <= _COMMON_FIELDS and not _plain_rest(entry):
-            return False
     return True
 
 
 _NO_QUOTAS: dict[str, Any] = {}
 _COMMON_FIELDS = frozenset({*_NAME_FIELDS, "quotas"})
+_USUAL_FIELDS = frozenset({"user", "client-id", "quotas"})
 
 
 def _plain_rest(entry: dict[Any, Any]) -> bool:
