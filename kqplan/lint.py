@@ -129,8 +129,10 @@ def _prefix_diagnostics(desired: DesiredState, only: Collection[Entity] | None) 
     origins = desired.origins.items() if only is None else (
         (e, desired.origins[e]) for e in only if e in desired.origins)
     for entity, origin in origins:
-        name = entity.get(USER)
-        if name is None or not name.startswith(PRINCIPAL_PREFIX):
+        if not entity:
+            continue
+        entity_type, name = entity[0]  # a user is always the first pair
+        if entity_type != USER or name is None or not name.startswith(PRINCIPAL_PREFIX):
             continue
         bare = name.removeprefix(PRINCIPAL_PREFIX)
         out.append(resolve(origin.source, Pending(

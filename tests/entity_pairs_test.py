@@ -26,6 +26,7 @@ def test_order_of_construction_does_not_matter(items: list[tuple[str, str | None
     assert hash(entity) == hash(entity.parts)  # the hash a dict of states has always used
     assert len({t for t, _ in entity}) == len(entity)
     assert entity == Entity.of(dict(entity))
+    assert entity.has_default == any(name is None for _, name in entity)
     for entity_type, _ in items:
         assert entity_type in entity
         assert entity.name(entity_type) == dict(items)[entity_type]  # a repeated type: last wins
