@@ -64,10 +64,6 @@ _KEY_NAMES = {key: key for key in QUOTA_KEYS}
 (250k strings, 17 MiB, in a 100k-entity plan)."""
 
 
-def _plain_name(name: str) -> bool:
-    # Non-empty, printable (check_names has nothing to say), no escape to undo; "<default>" is fine.
-    return name != "" and name.isprintable() and name[0] != "\\"
-
 _EXACT_DOUBLE_LIMIT = 2**53
 
 
@@ -338,9 +334,13 @@ class _Compiler:
         quotas_raw = raw.get("quotas")
         if quotas_raw.__class__ is not dict or not quotas_raw:
             return False
-        if user is not _ABSENT and (user.__class__ is not str or not _plain_name(user)):
-            return False  # `user: null` and odd names: the general path says why
-        if client is not _ABSENT and (client.__class__ is not str or not _plain_name(client)):
+        # plain names: non-empty, printable (check_names has nothing to say), no escape to undo
+        # ("<default>" is fine); `user: null` and odd names go the general way
+        if user is not _ABSENT and (user.__class__ is not str or user == "" or not user.isprintable()
+                                    or user[0] == "\\"):
+            return False
+        if client is not _ABSENT and (client.__class__ is not str or client == ""
+                                      or not client.isprintable() or client[0] == "\\"):
             return False
         if client is _ABSENT:
             if user is _ABSENT:
@@ -352,9 +352,10 @@ class _Compiler:
             parts = ((USER, None if user == DEFAULT_NAME else user),
                      (CLIENT_ID, None if client == DEFAULT_NAME else client))
         cached = self.values.get
+        names = _CLIENT_KEY_NAMES.get
         quotas: dict[str, float] = {}
         for key, value_raw in quotas_raw.items():
-            name = _CLIENT_KEY_NAMES.get(key)
+            name = names(key)
             if name is None:
                 return False
             value = cached((key, value_raw.__class__, value_raw))
@@ -363,9 +364,11 @@ class _Compiler:
             quotas[name] = value  # the registry's string: the parsed one is let go
         entity = canonical(parts)  # built in display order above
         state = self.state
-        if entity in state.origins or (state.absent and entity in state.absent):
-            return False  # a repeat or an override: the general path reports or merges it
-        state.origins[entity] = Origin(source, index, layer)
+        if state.absent and entity in state.absent:
+            return False  # an override: the general path merges it
+        origin = Origin(source, index, layer)
+        if state.origins.setdefault(entity, origin) is not origin:
+            return False  # a repeat: the general path reports it
         state.quotas[entity] = quotas
         return True
 
