@@ -53,3 +53,23 @@ def test_a_failure_in_the_helper_thread_is_raised(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
     with pytest.raises(MemoryError):
         loader.parse_all(sources)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(st.sampled_from(["a", " ", "\t", "\n", "\r", "\x00", "\x07", "\x0b", "\x1f", "\x7f",
+                                     "\x85", "\x9f", "\ufeff", "\u00e9", "\ufffe", "#", ":"]), max_size=30),
+       bom=st.booleans())
+def test_forbidden_characters_as_the_regex_finds_them(text: str, bom: bool,
+                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    """read_text's ASCII shortcut reports exactly what the character regex reports."""
+    path = tmp_path_factory.mktemp("t") / "q.yaml"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass"))
+    found, diag = loader.read_text(path, 1 << 20)
+    bad = loader._FORBIDDEN.search(text.removeprefix("\ufeff") if not bom else text)
+    if bad is None:
+        assert diag is None
+        assert found is not None
+    else:
+        assert diag is not None
+        assert diag.code == "KQP009"
+        assert f"U+{ord(bad.group()):04X}" in diag.message
