@@ -780,7 +780,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = ExitCode.INTERRUPTED
     except typer.Exit as exc:
         code = exc.exit_code
+    if argv is None:  # the console script (tests call main(argv) and keep their interpreter)
+        _exit_now(int(code or 0))
     sys.exit(int(code or 0))
+
+
+def _exit_now(code: int) -> None:
+    """End the process once the output is written, without tearing the interpreter down:
+    freeing a 100k-entity plan's objects one by one took 0.07-0.12 s after the last line. kqplan
+    registers no exit handler — connections, sandboxes, Spark sessions and temporary files are
+    closed by the commands themselves — so nothing is skipped but the freeing."""
+    import logging
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader left early (`kqplan plan | head`): nothing more to say
+        pass
+    logging.shutdown()
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
