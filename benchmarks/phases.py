@@ -30,7 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# appended, not inserted: with PYTHONPATH=<an older checkout> (and that checkout as the working
+# directory, which `python -m` puts first) both the commands and the in-process phases run it
+sys.path.append(str(ROOT))
 
 # `python -m kqplan` rather than the console script, so that PYTHONPATH=<an older checkout> measures
 # that checkout with the same interpreter and libraries (the before/after table).
@@ -168,7 +170,9 @@ def real_broker(work: Path, n: int, big: int | None) -> list[tuple[str, str]]:
     from tests.kafka.broker import KafkaBroker, ensure_kafka_libs, kafka_version
 
     version = kafka_version()
-    rows: list[tuple[str, str]] = []
+    measured = subprocess.run([*KQPLAN[:1], "-c", "import kqplan; print(kqplan.__file__)"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    rows: list[tuple[str, str]] = [("kqplan measured", measured)]
     with tempfile.TemporaryDirectory() as home, \
             KafkaBroker(ensure_kafka_libs(version), Path(home), version) as broker:
         target = ["--bootstrap-server", broker.bootstrap]
