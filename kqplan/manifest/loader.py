@@ -467,6 +467,16 @@ def validate_model(source: SourceFile, raw: dict[str, Any]
 _NO_ENTRIES: list[Any] = []
 
 
+def _sliced(source: SourceFile) -> tuple[ManifestHead, dict[str, Any]] | None:
+    """A big, plainly valid file read a slice of entries at a time (:mod:`kqplan.manifest.slices`);
+    None for every other file, which is parsed whole."""
+    from kqplan.manifest.slices import BIG_FILE_CHARS, read_sliced
+
+    if len(source.text) < BIG_FILE_CHARS or too_deep(source.text) is not None:
+        return None
+    return read_sliced(source.text, _plain_entities, ALIAS_LIMITS)
+
+
 def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
     """Discover, read, parse and shape-check manifests; collect every problem."""
     result = LoadResult()
@@ -479,10 +489,16 @@ def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
             read.append(diag) if diag else None
             continue
         read.append(SourceFile.of(str(path), text))
-    parsed = iter(parse_all([item for item in read if isinstance(item, SourceFile)]))
+    sources = [item for item in read if isinstance(item, SourceFile)]
+    sliced = {id(s): r for s in sources if (r := _sliced(s)) is not None}
+    parsed = iter(parse_all([s for s in sources if id(s) not in sliced]))
     for item in read:  # in file order, as the files were found
         if isinstance(item, Diagnostic):
             result.diagnostics.append(item)
+            continue
+        if id(item) in sliced:
+            head, raw = sliced[id(item)]
+            result.manifests.append(LoadedManifest(item, head, raw))
             continue
         raw, diag = next(parsed)
         if diag is not None:
