@@ -1,7 +1,9 @@
 """Manifest files → validated models, fast; exact positions only when something is wrong.
 
 The fast path parses with ``yaml_rs`` (Rust, YAML 1.2, ~30× faster than pyyaml's C loader
-on a 100k-entity file) and validates with pydantic. Neither gives positions for data, so a
+on a 100k-entity file) and checks the usual shapes by hand (pydantic's models take every other
+document and locate its errors); files of 16 MiB or more are read in slices
+(:mod:`kqplan.manifest.slices`). Neither parser gives positions for data, so a
 :class:`Locator` re-reads a file with pyyaml's composer (nodes carry line/column marks) the
 first time a diagnostic in that file needs a location. Valid files never pay for it.
 """
