@@ -605,6 +605,12 @@ fleet_app = typer.Typer(help="Every cluster of the kqplan.toml inventory at once
 app.add_typer(fleet_app, name="fleet")
 FleetClustersOpt = Annotated[list[str] | None, typer.Option(
     "--cluster", metavar="NAME", help="Only this inventory cluster (repeatable; default: all).")]
+FleetEngineOpt = Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")]
+FleetFormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")]
+SparkMasterOpt = Annotated[str | None, typer.Option(
+    "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")]
+SparkRemoteOpt = Annotated[str | None, typer.Option(
+    "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")]
 
 
 @fleet_app.command("snapshot")
@@ -628,12 +634,12 @@ def fleet_impact(
                                       help="Write impact.parquet, unused.parquet and charts.")],
     cluster: FleetClustersOpt = None,
     stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "max",
-    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")] = "local",
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")] = "text",
+    engine: FleetEngineOpt = "local",
+    fmt: FleetFormatOpt = "text",
     fail_on_throttle: Annotated[bool, typer.Option(
         "--fail-on-throttle", help="Exit 1 when a principal goes from not throttled to throttled.")] = False,
-    spark_master: Annotated[str | None, typer.Option("--spark-master", metavar="URL")] = None,
-    spark_remote: Annotated[str | None, typer.Option("--spark-remote", metavar="sc://HOST:PORT")] = None,
+    spark_master: SparkMasterOpt = None,
+    spark_remote: SparkRemoteOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Which observed clients each cluster's plan would throttle, and which quotas nobody hits."""
@@ -650,16 +656,14 @@ def fleet_impact(
 @fleet_app.command("plan")
 def fleet_plan(
     cluster: FleetClustersOpt = None,
-    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")] = "local",
+    engine: FleetEngineOpt = "local",
     out: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="Write DIR/changes.parquet (one row per changed key).")] = None,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")] = "text",
+    fmt: FleetFormatOpt = "text",
     detailed_exitcode: Annotated[bool, typer.Option(
         "--detailed-exitcode", help="Exit 2 when any cluster would change (0: none, 1: error).")] = False,
-    spark_master: Annotated[str | None, typer.Option(
-        "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")] = None,
-    spark_remote: Annotated[str | None, typer.Option(
-        "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")] = None,
+    spark_master: SparkMasterOpt = None,
+    spark_remote: SparkRemoteOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Every cluster's plan with kqplan plan's semantics: a summary and the changed keys as a table."""
@@ -690,12 +694,10 @@ def fleet_rightsize(
         help="Floor for a key, e.g. producer_byte_rate=1MiB (repeatable).")] = None,
     label: Annotated[list[str] | None, typer.Option(
         "--label", metavar="KEY=VALUE", help="A label of the written manifests (repeatable).")] = None,
-    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")] = "local",
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")] = "text",
-    spark_master: Annotated[str | None, typer.Option(
-        "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")] = None,
-    spark_remote: Annotated[str | None, typer.Option(
-        "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")] = None,
+    engine: FleetEngineOpt = "local",
+    fmt: FleetFormatOpt = "text",
+    spark_master: SparkMasterOpt = None,
+    spark_remote: SparkRemoteOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Proposed quotas from observed usage (statistic x headroom, rounded up), as manifests per cluster."""
