@@ -10,7 +10,8 @@ address, and an entity with no quotas is refused (list it nowhere, or prune it).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -38,7 +39,7 @@ from kqplan.manifest.loader import (
     Loc,
     Pending,
     SourceFile,
-    load,
+    iter_load,
     resolve,
 )
 from kqplan.metadata import Metadata
@@ -134,6 +135,8 @@ class _Compiler:
         self.pending: list[tuple[SourceFile, Pending]] = []
         self.values: dict[tuple[str, type, Any], float] = {}
         self.removed: dict[Entity, Origin] = {}
+        self.read_rest: Callable[[], None] | None = None
+        """Adds the profiles of the files not compiled yet (see :func:`compile_manifests`)."""
 
     def report(self, source: SourceFile, pending: Pending) -> None:
         self.pending.append((source, pending))
@@ -565,6 +568,9 @@ class _Compiler:
         """Start ``quotas`` from a profile; None if the profile does not exist."""
         kind = entity.kind
         found = self.profiles.get(profile)
+        if found is None and self.read_rest is not None:  # perhaps a file not compiled yet has it
+            self.read_rest()
+            found = self.profiles.get(profile)
         if found is None:
             guess = did_you_mean(profile, self.profiles)
             self.report(source, Pending(
@@ -621,19 +627,52 @@ def _kind_name(entity: Entity) -> str:
     return "ip" if entity.kind is EntityKind.IP else "user/client-id"
 
 
-def compile_manifests(loaded: Sequence[LoadedManifest], config: ProjectConfig, *,
-                      layers: Sequence[int] | None = None) -> DesiredState:
-    """Profiles first (any file may use any file's profile), then ownership and entities, layer
-    by layer (``layers[i]`` is the layer of ``loaded[i]``; all 0 when not given)."""
+def compile_manifests(loaded: Iterable[LoadedManifest], config: ProjectConfig, *,
+                      layers: Iterable[int] | None = None) -> DesiredState:
+    """Profiles, guard, ownership and entities of each file in turn, layer by layer
+    (``layers[i]`` is the layer of ``loaded[i]``; all 0 when not given)."""
+    if layers is None:
+        return _compile(((item, 0) for item in loaded), config)
+    return _compile(zip(loaded, layers, strict=True), config)
+
+
+def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig) -> DesiredState:
+    """Each file is asked for only when the one before is compiled (its parsed entries let go as
+    they compile), so a lazy ``files`` keeps one file's parsed form at a time. Any file may use any
+    file's profile: the first entry naming a profile not seen yet reads the remaining files (and
+    their profiles) first, which keeps every outcome and message as if all profiles came first."""
     compiler = _Compiler(config)
-    layer_of = list(layers) if layers is not None else [0] * len(loaded)
-    for item in loaded:
-        compiler.add_profiles(item)
-    for item, layer in zip(loaded, layer_of, strict=True):
-        compiler.add_guard(item)
-        compiler.add_ownership(item)
-        compiler.add_entities(item, layer)
-    compiler.state.files = len(loaded)
+    stream = iter(files)
+    ahead: deque[tuple[LoadedManifest, int]] = deque()
+
+    def read_rest() -> None:
+        compiler.read_rest = None
+        for item, layer in stream:
+            compiler.add_profiles(item)
+            ahead.append((item, layer))
+
+    compiler.read_rest = read_rest
+    count = 0
+    try:
+        while True:
+            if ahead:
+                item, layer = ahead.popleft()
+            else:
+                following = next(stream, None)
+                if following is None:
+                    break
+                item, layer = following
+                compiler.add_profiles(item)
+            compiler.add_guard(item)
+            compiler.add_ownership(item)
+            compiler.add_entities(item, layer)
+            count += 1
+            del item
+    finally:
+        # read_rest refers to the compiler: left set, the cycle would keep the whole compiled
+        # state alive until a collection walks it (measured: 0.34 s at 100k entities)
+        compiler.read_rest = None
+    compiler.state.files = count
     return compiler.finish()
 
 
@@ -642,23 +681,22 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
 
     Each path is a layer, in order: an entity of a later layer may override the same entity of
     an earlier one with ``override: true`` (a cluster's ``manifests`` in kqplan.toml are layers).
+    Files are read one at a time as they compile (:func:`kqplan.manifest.loader.iter_load`).
     """
-    loaded: list[LoadedManifest] = []
-    layers: list[int] = []
     diagnostics: list[Diagnostic] = []
     seen: set[Path] = set()
-    with paused_gc():
+
+    def files() -> Iterator[tuple[LoadedManifest, int]]:
         for layer, path in enumerate(paths):
-            result = load([path], config)
-            diagnostics.extend(result.diagnostics)
-            for item in result.manifests:
+            for item in iter_load([path], config, diagnostics):
                 key = Path(item.source.path).resolve()
                 if key in seen:  # a file in two layers (nested paths) is read once, in the first
                     continue
                 seen.add(key)
-                loaded.append(item)
-                layers.append(layer)
-        state = compile_manifests(loaded, config, layers=layers)
+                yield item, layer
+
+    with paused_gc():
+        state = _compile(files(), config)
     state.files += len(diagnostics and {d.span.path for d in diagnostics})
     state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
     if not state.errors:

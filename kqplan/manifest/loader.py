@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -482,8 +482,17 @@ def _sliced(source: SourceFile) -> tuple[ManifestHead, dict[str, Any]] | None:
 def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
     """Discover, read, parse and shape-check manifests; collect every problem."""
     result = LoadResult()
+    result.manifests.extend(iter_load(paths, config, result.diagnostics))
+    return result
+
+
+def iter_load(paths: Sequence[Path], config: ProjectConfig,
+              diagnostics: list[Diagnostic]) -> Iterator[LoadedManifest]:
+    """:func:`load` one file at a time, in file order, problems appended to ``diagnostics`` as
+    they are found: a caller that compiles each file before asking for the next holds the parsed
+    form of one or two files, not of all (100k entities in 10 files: 155 -> 0 MiB after compile)."""
     files, diags = discover(paths)
-    result.diagnostics.extend(diags)
+    diagnostics.extend(diags)
     read: list[SourceFile | Diagnostic] = []
     for path in files:
         text, diag = read_text(path, config.max_file_bytes)
@@ -493,58 +502,51 @@ def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
         read.append(SourceFile.of(str(path), text))
     sources = [item for item in read if isinstance(item, SourceFile)]
     sliced = {id(s): r for s in sources if (r := _sliced(s)) is not None}
-    parsed = iter(parse_all([s for s in sources if id(s) not in sliced]))
-    for item in read:  # in file order, as the files were found
-        if isinstance(item, Diagnostic):
-            result.diagnostics.append(item)
-            continue
-        if id(item) in sliced:
-            head, raw = sliced[id(item)]
-            result.manifests.append(LoadedManifest(item, head, raw))
-            continue
-        raw, diag = next(parsed)
-        if diag is not None:
-            result.diagnostics.append(diag)
-            continue
-        manifest, errs = validate_model(item, raw)
-        result.diagnostics.extend(errs)
-        if manifest is not None:
-            result.manifests.append(LoadedManifest(item, manifest, raw))
-    return result
+    parsed = parse_ahead([s for s in sources if id(s) not in sliced])
+    try:
+        for item in read:  # in file order, as the files were found
+            if isinstance(item, Diagnostic):
+                diagnostics.append(item)
+                continue
+            if id(item) in sliced:
+                head, raw = sliced.pop(id(item))
+                yield LoadedManifest(item, head, raw)
+                continue
+            raw, diag = next(parsed)
+            if diag is not None:
+                diagnostics.append(diag)
+                continue
+            manifest, errs = validate_model(item, raw)
+            diagnostics.extend(errs)
+            if manifest is not None:
+                yield LoadedManifest(item, manifest, raw)
+    finally:
+        parsed.close()
 
 
 PARALLEL_PARSE_CHARS = 1 << 18
 """Below this much text in all, files are parsed one after the other (a thread costs more)."""
 
 
-def parse_all(sources: Sequence[SourceFile]) -> list[tuple[Any, Diagnostic | None]]:
-    """:func:`parse_yaml` of each source, in order. yaml_rs parses without the GIL, so big inputs
-    of several files are parsed by two threads (measured on 100k entities in 10 files, 2 cores:
-    0.31 -> 0.21 s); the results are the same either way."""
+def parse_ahead(sources: Sequence[SourceFile]) -> Generator[tuple[Any, Diagnostic | None], None, None]:
+    """:func:`parse_yaml` of each source, in order, two files at a time: yaml_rs parses without
+    the GIL, so this thread and a helper parse a pair together, and the caller compiles the pair
+    before the next is parsed — at most two files are held parsed (measured on 100k entities in
+    10 files, 2 cores: see benchmarks/README.md). The results are the same either way."""
     if len(sources) < 2 or sum(len(s.text) for s in sources) < PARALLEL_PARSE_CHARS:
-        return [parse_yaml(s) for s in sources]
-    import threading
+        yield from map(parse_yaml, sources)
+        return
+    from concurrent.futures import ThreadPoolExecutor
 
-    results: list[tuple[Any, Diagnostic | None] | None] = [None] * len(sources)
-    jobs = iter(range(len(sources)))  # shared: each next() is atomic under the GIL
-    failed: list[BaseException] = []
-
-    def work() -> None:
-        for i in jobs:
-            results[i] = parse_yaml(sources[i])
-
-    def helper_work() -> None:
-        try:
-            work()
-        except BaseException as exc:  # raised again in the caller's thread
-            failed.append(exc)
-
-    helper = threading.Thread(target=helper_work, name="kqplan-parse", daemon=True)
-    helper.start()
-    work()
-    helper.join()
-    if failed:
-        raise failed[0]
-    done = [r for r in results if r is not None]
-    assert len(done) == len(sources)  # every job ran, or its failure was raised above
-    return done
+    pool = ThreadPoolExecutor(1, thread_name_prefix="kqplan-parse")
+    try:
+        ahead = pool.submit(parse_yaml, sources[1])
+        yield parse_yaml(sources[0])  # the first two files together, one in each thread
+        for i in range(1, len(sources)):
+            done = ahead.result()  # a failure in the helper is raised here, in the caller's thread
+            if i + 1 < len(sources):
+                ahead = pool.submit(parse_yaml, sources[i + 1])
+            yield done
+            del done
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -1,5 +1,6 @@
-"""Big inputs are parsed by two threads (loader.parse_all): the same documents and the same
-diagnostics, in the same order, as one after the other — bad files mixed in."""
+"""Big inputs are parsed a file ahead by a helper thread (loader.parse_ahead): the same documents
+and the same diagnostics, in the same order, as one after the other — bad files mixed in — and
+never more than the next file parsed before the caller asks for it."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_a_failure_in_the_helper_thread_is_raised(monkeypatch: pytest.MonkeyPatc
     sources = [loader.SourceFile(f"f{i}", GOOD) for i in range(4)]
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
     with pytest.raises(MemoryError):
-        loader.parse_all(sources)
+        list(loader.parse_ahead(sources))
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -73,3 +74,32 @@ def test_forbidden_characters_as_the_regex_finds_them(text: str, bom: bool,
         assert diag is not None
         assert diag.code == "KQP009"
         assert f"U+{ord(bad.group()):04X}" in diag.message
+
+
+def test_at_most_one_file_is_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    real = loader.parse_yaml
+
+    def counting(source: loader.SourceFile) -> object:
+        parsed.append(source.path)
+        return real(source)
+
+    monkeypatch.setattr(loader, "parse_yaml", counting)
+    monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
+    sources = [loader.SourceFile(f"f{i}", GOOD) for i in range(6)]
+    ahead = loader.parse_ahead(sources)
+    for i in range(6):
+        doc, diag = next(ahead)
+        assert diag is None
+        assert len(doc["entities"]) == 50
+        assert len(parsed) <= i + 2, f"file {i} given out with {parsed} parsed"
+    assert sorted(parsed) == [s.path for s in sources]  # f0 and f1 are parsed together
+    assert next(ahead, None) is None
+
+
+def test_a_consumer_that_stops_early_stops_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
+    ahead = loader.parse_ahead([loader.SourceFile(f"f{i}", GOOD) for i in range(4)])
+    next(ahead)
+    ahead.close()  # what a failing compile does (iter_load's finally)
+    assert next(ahead, None) is None

@@ -1,0 +1,167 @@
+"""Manifests are compiled file by file as they are parsed (loader.iter_load, compile._compile):
+the outcome — quotas, origins, layers, every diagnostic — equals compiling with every file's
+profiles added first (the order before streaming, kept here as the oracle), and no more than the
+next file is parsed while one compiles, unless an entry names a profile of a later file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kqplan.config import ProjectConfig
+from kqplan.diagnostics import render_text, sort_key
+from kqplan.manifest import compile as compiler_module
+from kqplan.manifest import loader
+from kqplan.manifest.compile import DesiredState, _Compiler, load_desired
+from kqplan.policy import policy_diagnostics
+from tests.helpers import write_manifest
+
+
+def all_profiles_first(paths: list[Path], config: ProjectConfig) -> DesiredState:
+    """The compile order before streaming: every file loaded, every profile added, then each file."""
+    diagnostics = []
+    items: list[tuple[loader.LoadedManifest, int]] = []
+    seen: set[Path] = set()
+    for layer, path in enumerate(paths):
+        result = loader.load([path], config)
+        diagnostics.extend(result.diagnostics)
+        for item in result.manifests:
+            key = Path(item.source.path).resolve()
+            if key not in seen:
+                seen.add(key)
+                items.append((item, layer))
+    c = _Compiler(config)
+    for item, _ in items:
+        c.add_profiles(item)
+    for item, layer in items:
+        c.add_guard(item)
+        c.add_ownership(item)
+        c.add_entities(item, layer)
+    c.state.files = len(items)
+    state = c.finish()
+    state.files += len(diagnostics and {d.span.path for d in diagnostics})
+    state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
+    if not state.errors:
+        found = policy_diagnostics(state, config.policy)
+        state.diagnostics = sorted([*state.diagnostics, *found], key=sort_key)
+    return state
+
+
+def outcome(state: DesiredState) -> tuple[object, ...]:
+    return (state.quotas, {e: (o.source.path, o.entry, o.layer, o.display) for e, o in state.origins.items()},
+            state.absent, state.protected, state.files, state.cluster_guard, render_text(state.diagnostics))
+
+
+NAMES = ["a", "b", "c"]
+PROFILES = ["gold", "silver", "bronze"]
+
+
+@st.composite
+def manifest(draw: st.DrawFn) -> str:
+    lines = []
+    if draw(st.booleans()):
+        lines.append("profiles:")
+        for name in draw(st.lists(st.sampled_from(PROFILES), max_size=2)):
+            lines.append(f"  {name}: {{producer_byte_rate: {draw(st.sampled_from(['1MiB', '2MiB', '0']))}}}")
+    if draw(st.booleans()):
+        lines.append(f"cluster: {draw(st.sampled_from(['one', 'two']))}")
+    lines.append("entities:")
+    for _ in range(draw(st.integers(0, 4))):
+        entry = f"  - user: {draw(st.sampled_from(NAMES))}"
+        if draw(st.booleans()):
+            entry += "\n    override: true"
+        if draw(st.booleans()):
+            entry += f"\n    profile: {draw(st.sampled_from([*PROFILES, 'nope']))}"
+        else:
+            entry += f"\n    quotas: {{consumer_byte_rate: {draw(st.sampled_from(['1MiB', '3MiB', '-1']))}}}"
+        lines.append(entry)
+    if lines[-1] == "entities:":
+        lines[-1] = "entities: []"
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(layers=st.lists(st.lists(manifest(), min_size=1, max_size=4), min_size=1, max_size=2),
+       threads=st.booleans())
+def test_streaming_equals_all_profiles_first(layers: list[list[str]], threads: bool,
+                                             tmp_path_factory: pytest.TempPathFactory,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path_factory.mktemp("layers")
+    paths = []
+    for n, files in enumerate(layers):
+        for i, text in enumerate(files):
+            write_manifest(work / f"l{n}" / f"q{i}.yaml", text)
+        paths.append(work / f"l{n}")
+    config = ProjectConfig()
+    with monkeypatch.context() as m:
+        m.setattr(loader, "PARALLEL_PARSE_CHARS", 0 if threads else 1 << 62)
+        assert outcome(load_desired(paths, config)) == outcome(all_profiles_first(paths, config))
+
+
+def _traced(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[tuple[str, int]]]:
+    """Files parsed, and how many were parsed when each file's entities compiled."""
+    parsed: list[str] = []
+    compiled: list[tuple[str, int]] = []
+    parse, add_entities = loader.parse_yaml, _Compiler.add_entities
+
+    def parse_counted(source: loader.SourceFile) -> object:
+        parsed.append(source.path)
+        return parse(source)
+
+    def add_entities_counted(self: _Compiler, item: loader.LoadedManifest, layer: int = 0) -> None:
+        compiled.append((item.source.path, len(parsed)))
+        add_entities(self, item, layer)
+
+    monkeypatch.setattr(loader, "parse_yaml", parse_counted)
+    monkeypatch.setattr(compiler_module._Compiler, "add_entities", add_entities_counted)
+    monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
+    return parsed, compiled
+
+
+def _files(tmp_path: Path, n: int, *, profile_in_last: bool) -> None:
+    for i in range(n):
+        body = "entities:\n" + "".join(f"  - user: u{i}-{j}\n    quotas: {{producer_byte_rate: 1MiB}}\n"
+                                       for j in range(20))
+        if profile_in_last and i == 0:
+            body += "  - user: uses-gold\n    profile: gold\n"
+        if profile_in_last and i == n - 1:
+            body = "profiles:\n  gold: {consumer_byte_rate: 2MiB}\n" + body
+        write_manifest(tmp_path / f"q{i:02d}.yaml", body)
+
+
+def test_a_file_compiles_before_the_one_after_next_is_parsed(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _files(tmp_path, 8, profile_in_last=False)
+    _parsed, compiled = _traced(monkeypatch)
+    state = load_desired([tmp_path], ProjectConfig())
+    assert not state.errors
+    assert len(state.quotas) == 160
+    assert [path for path, _ in compiled] == sorted(str(p) for p in tmp_path.iterdir())
+    for i, (path, seen) in enumerate(compiled):
+        assert seen <= i + 2, f"{path} compiled with {seen} files parsed"
+
+
+def test_a_profile_of_a_later_file_reads_the_rest_first(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _files(tmp_path, 5, profile_in_last=True)
+    parsed, compiled = _traced(monkeypatch)
+    state = load_desired([tmp_path], ProjectConfig())
+    assert not state.errors, render_text(state.errors)
+    from kqplan.entity import Entity
+
+    assert state.quotas[Entity.user("uses-gold")] == {"consumer_byte_rate": 2.0 * 2**20}
+    assert state.origins[Entity.user("uses-gold")].source.path.endswith("q00.yaml")
+    assert len(parsed) == 5
+    assert [p for p, _ in compiled] == sorted(str(p) for p in tmp_path.iterdir())
+
+
+def test_an_unknown_profile_still_lists_every_file_s_profiles(tmp_path: Path) -> None:
+    write_manifest(tmp_path / "a.yaml", "entities:\n  - user: x\n    profile: glod\n")
+    write_manifest(tmp_path / "b.yaml", "profiles:\n  gold: {producer_byte_rate: 1MiB}\nentities: []\n")
+    write_manifest(tmp_path / "c.yaml", "profiles:\n  silver: {producer_byte_rate: 1MiB}\nentities: []\n")
+    text = render_text(load_desired([tmp_path], ProjectConfig()).errors)
+    assert "unknown profile 'glod'" in text
+    assert "did you mean 'gold'?" in text
