@@ -102,7 +102,7 @@ def check_stale(plan: Plan, actual: QuotaState, cluster_id: str | None) -> None:
     if cluster_id != plan.cluster.id:
         raise KqplanError(f"the plan was made for cluster {plan.cluster.id}, not {cluster_id}",
                           hint="plan again against this cluster")
-    moved = [c.entity.display for c in plan.changes if not _matches(actual.get(c.entity), c.before)]
+    moved = [c.display for c in plan.changes if not _matches(actual.get(c.entity), c.before)]
     if moved:
         shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
         raise KqplanError(
@@ -235,7 +235,7 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = VerifyPolicy()
 
 
 def _check_complete(group: Sequence[Change], results: Mapping[Entity, EntityResult]) -> None:
-    missing = [c.entity.display for c in group if c.entity not in results]
+    missing = [c.display for c in group if c.entity not in results]
     if missing:
         raise KqplanError(f"the broker answered without {len(missing)} of the entities sent "
                           f"(e.g. {missing[0]}); their outcome is unknown",
@@ -286,7 +286,7 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
         "entities": [
             {
                 "entity": o.change.entity.to_json(),
-                "display": o.change.entity.display,
+                "display": o.change.display,
                 "action": o.change.action.value,
                 "status": o.status.value,
                 "error": None if not o.error_code else {

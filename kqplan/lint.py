@@ -14,7 +14,7 @@ non-empty client-ids still applies to clients that send none, and gets its own w
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from kqplan.diagnostics import Diagnostic, Severity, sort_key
@@ -66,14 +66,17 @@ def _cover(index: QuotaIndex, entity: Entity, level: Level, key: str,
     return None
 
 
-def shadowed_keys(state: QuotaState, only: Collection[Entity] | None = None) -> list[Shadowing]:
+def shadowed_keys(state: QuotaState, only: Collection[Entity] | None = None, *,
+                  with_default: Iterable[Entity] | None = None) -> list[Shadowing]:
     """Every (entity, key) of ``state`` (of ``only``, if given) that a more specific entry beats
-    for every principal."""
+    for every principal; ``with_default``: the entities of ``state`` with a default part, when
+    known (others may be named too)."""
     # Every level that can beat another ({user=U, client-id=<default>}, {user=<default>, ...},
     # {client-id=<default>}) has a default part: {user=U, client-id=C}, {user=U} and
     # {client-id=C} never come before a level fixed by the same names. Indexing only entries
     # with a default is exact, and spares a 100k-name state the full index.
-    index = QuotaIndex.of({e: q for e, q in state.items() if e.has_default})
+    index = QuotaIndex.of({e: q for e, q in state.items() if e.has_default} if with_default is None else
+                          {e: q for e in with_default if (q := state.get(e)) is not None and e.has_default})
     if not index.clients:
         return []
     found = []
@@ -145,7 +148,7 @@ def _prefix_diagnostics(desired: DesiredState, only: Collection[Entity] | None) 
 def lint(desired: DesiredState, only: Collection[Entity] | None = None) -> list[Diagnostic]:
     """Shadowing and ``User:`` warnings for compiled manifests, located at their entries
     (``only``: for these entries, e.g. the ones a plan changes)."""
-    diags = [d for s in shadowed_keys(desired.quotas, only)
+    diags = [d for s in shadowed_keys(desired.quotas, only, with_default=desired.with_default)
              if (d := _shadow_diagnostic(desired, s)) is not None]
     diags += _prefix_diagnostics(desired, only)
     return sorted(diags, key=sort_key)

@@ -48,6 +48,12 @@ class Change:
     """Display only: the manifest (and layer) the desired entry came from; None for deletes."""
     metadata: Metadata | None = None
     """Display only: the entry's ``metadata`` (labels, description); never part of the diff."""
+    display: str = field(init=False, repr=False, compare=False)
+    """``entity.display``, made once: a plan sorts by it, and every renderer and the plan file
+    show it (20k changes: three calls each were ~0.1 s)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "display", self.entity.display)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +132,7 @@ _EMPTY: Quotas = {}
 _op_key = operator.attrgetter("key")
 
 
-def _change_key(change: Change) -> str:
-    return change.entity.display  # Entity.sort_key, one call less per change
+_change_key = operator.attrgetter("display")  # Entity.sort_key, made once per change
 
 
 def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,

@@ -41,7 +41,7 @@ def change_to_json(change: Change) -> dict[str, Any]:
     # as the StrEnum member itself (a str: every encoder writes its value).
     return {
         "entity": dict(change.entity.parts),
-        "display": change.entity.display,
+        "display": change.display,
         "action": change.action,
         "before": _plain(change.before),
         "after": _plain(change.after),
@@ -159,7 +159,7 @@ def verify_plan(plan: Plan, summary: dict[str, int], *, source: str) -> None:
     reviewer never saw (a "+" that deletes, a "~" that writes NaN)."""
     seen: set[Entity] = set()
     for change in plan.changes:
-        where = f"{source}: {change.entity.display}"
+        where = f"{source}: {change.display}"
         if change.entity in seen:
             raise KqplanError(f"{where} appears twice in the plan")
         seen.add(change.entity)

@@ -113,7 +113,7 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     lines.append("")
     for change in plan.changes:
         marker = change.action.marker
-        head = f"  {_paint(marker, marker, color)} {change.entity.display}"
+        head = f"  {_paint(marker, marker, color)} {change.display}"
         if change.origin is not None:
             head += f"  # {change.origin}"
         lines.append(head)
@@ -171,7 +171,7 @@ def _key_table(plan: Plan) -> list[str]:
 
 
 def _change_block(change: Change) -> list[str]:
-    head = f"#### `{change.action.marker}` {_code(change.entity.display)} ({change.action.value})"
+    head = f"#### `{change.action.marker}` {_code(change.display)} ({change.action.value})"
     if change.origin:
         head += f" — from {_code(change.origin)}"
     out = [head, "", "| | key | before | after |", "|---|---|---|---|"]
@@ -218,7 +218,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
                f"On {_text(_target(plan))}; {s.unchanged} entities unchanged.", "", *_key_table(plan), ""]
     deletes = [c for c in plan.changes if c.action is Action.DELETE]
     if deletes:
-        shown = ", ".join(_code(c.entity.display) for c in deletes[:20])
+        shown = ", ".join(_code(c.display) for c in deletes[:20])
         more = f" and {len(deletes) - 20} more" if len(deletes) > 20 else ""
         out += ["> [!WARNING]", f"> **{_plural(len(deletes), 'entity', 'entities')} will be "
                 f"deleted:** {shown}{more}", ""]
@@ -319,7 +319,7 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
             continue
         marker = o.change.action.marker
         status = o.status.value if o.ok else _paint("-", o.status.value, color)
-        text = f"  {_paint(marker, marker, color)} {o.change.entity.display}: {status}"
+        text = f"  {_paint(marker, marker, color)} {o.change.display}: {status}"
         if o.error_code:
             text += f": {error_name(o.error_code)}: {o.error_message or ''}".rstrip(": ")
         elif o.status is Status.UNVERIFIED:

@@ -36,7 +36,7 @@ def render_plan_github(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> str:
                 where += f",line={found['line']},col={found['col']}"
         level = "warning" if change.action.value == "delete" else "notice"
         lines.append(f"::{level} title=kqplan {_prop(change.action.value)}{where}::"
-                     f"{_escape(change.action.marker + ' ' + change.entity.display + ': ' + ops)}")
+                     f"{_escape(change.action.marker + ' ' + change.display + ': ' + ops)}")
     if warnings:
         lines.append(render_github(warnings))
     for note in plan.notes:

@@ -47,7 +47,7 @@ def rows_of_plan(cluster: str, plan: Plan) -> list[ChangeRow]:
         before = change.before or {}
         for op in change.ops:
             action = "delete" if op.value is None else "update" if op.key in before else "add"
-            rows.append(ChangeRow(cluster, change.entity.display, action, op.key, before.get(op.key),
+            rows.append(ChangeRow(cluster, change.display, action, op.key, before.get(op.key),
                                   op.value))
     return rows
 

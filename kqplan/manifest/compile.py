@@ -108,6 +108,9 @@ class DesiredState:
     protected: set[Entity] = field(default_factory=set)
     """Entities with ``protect: true``: a plan deleting one is refused."""
     metadata: dict[Entity, Metadata] = field(default_factory=dict)
+    with_default: set[Entity] = field(default_factory=set)
+    """Entities with a ``<default>`` part ever put in ``quotas`` (one an override removed may
+    remain): lint indexes only these, without asking each of 100k entities."""
     ownership: Ownership = field(default_factory=Ownership)
     cluster_guard: str | None = None
     files: int = 0
@@ -373,6 +376,8 @@ class _Compiler:
         if state.origins.setdefault(entity, origin) is not origin:
             return False  # a repeat: the general path reports it
         state.quotas[entity] = quotas
+        if DEFAULT_NAME in (user, client):
+            state.with_default.add(entity)
         return True
 
     def add_entry(self, source: SourceFile, loc: Loc, entity: Entity, raw: dict[str, Any], *,
@@ -415,6 +420,8 @@ class _Compiler:
             (state.protected.add if raw["protect"] is True else state.protected.discard)(entity)
         if quotas:
             state.quotas[entity] = quotas
+            if entity.has_default:
+                state.with_default.add(entity)
             if state.absent:
                 state.absent.discard(entity)
         else:  # an override removed every key: the entity must not exist
