@@ -31,8 +31,8 @@ def entries(draw: st.DrawFn, *, override: bool) -> str:
             [f"user: '{user}'"] * (user is not None) + [f"client-id: {client}"] * (client is not None))
         if override and draw(st.booleans()):
             text += "\n    override: true"
-        values = {k: draw(st.sampled_from(["1MiB", "2MiB", "null"])) for k in draw(st.sets(st.sampled_from(KEYS),
-                                                                                               min_size=1))}
+        keys = draw(st.sets(st.sampled_from(KEYS), min_size=1))
+        values = {k: draw(st.sampled_from(["1MiB", "2MiB", "null"])) for k in sorted(keys)}
         text += "\n    quotas: {" + ", ".join(f"{k}: {v}" for k, v in values.items()) + "}\n"
     return "entities:\n" + text if text else "entities: []\n"
 
