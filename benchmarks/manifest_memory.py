@@ -3,7 +3,11 @@
 A located error used to compose the whole file with pyyaml (~50 bytes of memory per byte of
 YAML); big files are now located by scanning lines (kqplan/manifest/positions.py fast_span).
 
-    python benchmarks/manifest_memory.py [MiB ...]      (default: 13 100)
+    python benchmarks/manifest_memory.py [--files K] [MiB ...]      (default: 13 100)
+
+``--files K`` splits the manifest into K files of a directory (the error at the end of the last):
+a directory is parsed and compiled a batch of files at a time (loader.BATCH_CHARS).
+An older checkout: ``cd OLD && PYTHONPATH=OLD python NEW/benchmarks/manifest_memory.py ...``.
 """
 
 from __future__ import annotations
@@ -26,21 +30,43 @@ def measure(path: Path) -> tuple[float, int, str]:
     return float(wall), int(rss), done.stdout.splitlines()[0] if done.stdout else done.stderr
 
 
-def main(sizes: list[int]) -> None:
-    print("| manifest MiB | entities | validate wall s | peak RSS MiB | RSS / input |")
-    print("|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        for mib in sizes:
+def write(directory: Path, n: int, files: int) -> Path:
+    """N generated entities and the bad one, in one file or split into ``files`` files."""
+    text = manifest_text(n) + BAD_TAIL
+    if files == 1:
+        path = directory / "big.yaml"
+        path.write_text(text)
+        return path
+    header, _, body = text.partition("entities:\n")
+    entries = body.split("\n  - ")
+    per = -(-len(entries) // files)
+    for f in range(files):
+        chunk = entries[f * per:(f + 1) * per]
+        lines = "\n  - ".join(chunk)
+        if f > 0 and chunk:
+            lines = "  - " + lines
+        (directory / f"q{f:03d}.yaml").write_text(f"{header}entities:\n{lines.rstrip()}\n")
+    return directory
+
+
+def main(sizes: list[int], files: int) -> None:
+    print("| manifest MiB | files | entities | validate wall s | peak RSS MiB | RSS / input |")
+    print("|---|---|---|---|---|---|")
+    for mib in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
             n = int(mib * 1024 * 1024 / 130)  # ~130 bytes per generated entity
-            path = Path(tmp) / f"big-{mib}.yaml"
-            path.write_text(manifest_text(n) + BAD_TAIL)
-            size = path.stat().st_size / 2**20
+            path = write(Path(tmp), n, files)
+            size = sum(p.stat().st_size for p in (path.iterdir() if path.is_dir() else [path])) / 2**20
             wall, rss, first = measure(path)
             assert "KQP112" in first, first
-            print(f"| {size:.0f} | {n:,} | {wall:.2f} | {rss / 1024:.0f} | {rss / 1024 / size:.1f}× |",
+            ratio = rss / 1024 / size
+            print(f"| {size:.0f} | {files} | {n:,} | {wall:.2f} | {rss / 1024:.0f} | {ratio:.1f}× |",
                   flush=True)
-            path.unlink()
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [13, 100])
+    args = sys.argv[1:]
+    count = 1
+    if args[:1] == ["--files"]:
+        count, args = int(args[1]), args[2:]
+    main([int(a) for a in args] or [13, 100], count)

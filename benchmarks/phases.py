@@ -4,9 +4,10 @@ Run: .venv/bin/python benchmarks/phases.py [--n 100000] [--files 10] [--real]
 (an older checkout: PYTHONPATH=/path/to/checkout .venv/bin/python benchmarks/phases.py ...)
 
 Phases (in-process, one run each after one warm-up, the collector paused as the CLI does):
-import, load (read + parse + shape check), compile, describe (request + decode), diff, checks
-(versions, lint, notes), encode (plan JSON), write. End to end (processes, as a user runs them;
-wall seconds and peak RSS from ``/usr/bin/time``-like ``wait4``):
+import, load+compile (read, parse, shape check and compile, file by file as the command does),
+describe (request + decode), diff, checks (versions, lint, notes), encode (plan JSON), write.
+End to end (processes, as a user runs them; wall seconds and peak RSS from GNU time; with
+``--repeat K`` the best and the median of K runs, as this VM's timings vary by ~10 %):
 
 - ``kqplan plan DIR --bootstrap-server SANDBOX --format json --out plan.json`` warm, and on the
   sandbox's first describe after a committed alter;
@@ -21,11 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -45,14 +47,57 @@ KQPLAN = [sys.executable, "-m", "kqplan"]
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None) if "--no-bytecode" not in sys.argv else None
 
 
-def timed(args: list[str]) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
+def timed(args: list[str], checkout: str | None = None
+          ) -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
     """Wall seconds and peak RSS (KiB) of one process, measured by GNU time (``wait4`` in this
-    process would count the pages the child inherited from the fork, before its exec)."""
+    process would count the pages the child inherited from the fork, before its exec);
+    ``checkout``: run that kqplan checkout instead (``python -m kqplan`` with it on PYTHONPATH
+    and as the working directory, which ``-m`` puts first)."""
+    env = None if checkout is None else {**os.environ, "PYTHONPATH": checkout}
     with tempfile.NamedTemporaryFile("r") as report:
         done = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%e %M", *args],
-                              capture_output=True, check=False)
+                              capture_output=True, check=False, env=env, cwd=checkout)
         wall, rss = report.read().split()[-2:]
     return float(wall), int(rss), done
+
+
+def repeated(run: Callable[[], tuple[float, int, subprocess.CompletedProcess[bytes]]], k: int) -> str:
+    """One run's wall and peak RSS; with k > 1 the best and the median of k."""
+    results = []
+    for _ in range(k):
+        wall, rss, done = run()
+        assert done.returncode == 0, done.stderr.decode()
+        results.append((wall, rss // 1024))
+    if k == 1:
+        return f"{results[0][0]:.2f} s, {results[0][1]} MiB"
+    walls = sorted(w for w, _ in results)
+    peaks = sorted(r for _, r in results)
+    return (f"best {walls[0]:.2f} s, median {statistics.median(walls):.2f} s; "
+            f"peak {peaks[0]}–{peaks[-1]} MiB ({k} runs)")
+
+
+def against(old: str, measures: list[tuple[str, Callable[[str | None], list[str]]]], k: int,
+            before: Callable[[], None] | None = None) -> list[tuple[str, str]]:
+    """Each measure run k times for ``old`` and for this checkout, alternately (this VM's speed
+    drifts over minutes: alternating puts both sides under the same drift)."""
+    rows = []
+    for label, command in measures:
+        walls: dict[str, list[float]] = {"old": [], "new": []}
+        peaks: dict[str, list[int]] = {"old": [], "new": []}
+        for _ in range(k):
+            for side, checkout in (("old", old), ("new", None)):
+                if before is not None:
+                    before()
+                wall, rss, done = timed(command(checkout), checkout)
+                assert done.returncode == 0, done.stderr.decode()
+                walls[side].append(wall)
+                peaks[side].append(rss // 1024)
+        med = {side: statistics.median(w) for side, w in walls.items()}
+        rows.append((label, f"before: best {min(walls['old']):.2f} s, median {med['old']:.2f} s, peak "
+                     f"{max(peaks['old'])} MiB · after: best {min(walls['new']):.2f} s, median "
+                     f"{med['new']:.2f} s, peak {max(peaks['new'])} MiB · {med['old'] / med['new']:.2f}x "
+                     f"({k} runs each, alternating)"))
+    return rows
 
 
 def write_fleet(directory: Path, n: int, files: int) -> tuple[Path, Path]:
@@ -102,8 +147,7 @@ def phases(manifests: Path, bootstrap: str) -> dict[str, float]:
     from kqplan.cluster.kafka import KafkaCluster
     from kqplan.commands.plan import check_versions, compute_plan, lint_warnings
     from kqplan.config import ProjectConfig
-    from kqplan.manifest.compile import compile_manifests
-    from kqplan.manifest.loader import load
+    from kqplan.manifest.compile import load_desired
     from kqplan.perf import paused_gc
     from kqplan.planfile import dumps_plan
     from kqplan.state import write_atomically
@@ -115,9 +159,8 @@ def phases(manifests: Path, bootstrap: str) -> dict[str, float]:
         config = ProjectConfig()
         marks = [time.perf_counter()]
         with paused_gc():
-            loaded = load([manifests], config)
-            marks.append(time.perf_counter())
-            desired = compile_manifests(loaded.manifests, config)
+            # read, parse, shape-check and compile, file by file as the command does
+            desired = load_desired([manifests], config)
             marks.append(time.perf_counter())
             with KafkaCluster(config_from_properties("", bootstrap=bootstrap, source="bench", env={})) as c:
                 c.identity()
@@ -133,7 +176,7 @@ def phases(manifests: Path, bootstrap: str) -> dict[str, float]:
             with tempfile.TemporaryDirectory() as tmp:
                 write_atomically(Path(tmp) / "plan.json", encoded)
             marks.append(time.perf_counter())
-        names = ("load", "compile", "describe", "diff", "checks", "encode", "write")
+        names = ("load+compile", "describe", "diff", "checks", "encode", "write")
         result = {name: marks[i + 1] - marks[i] for i, name in enumerate(names)}
     return {"import": imported, **result}
 
@@ -212,6 +255,9 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="also the real Kafka broker (tests/kafka)")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE from the environment (compile every run)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each end-to-end measure")
+    parser.add_argument("--against", metavar="CHECKOUT", default=None,
+                        help="only the end-to-end measures, alternating with this older checkout")
     parser.add_argument("--real-n", type=int, default=1000)
     parser.add_argument("--real-big", type=int, default=None, help="also plan this many on the real broker")
     args = parser.parse_args()
@@ -226,25 +272,43 @@ def main() -> None:
                    "  - user: alice\n    quotas:\n      producer_byte_rate: 1MiB\n")
     rows: list[tuple[str, str]] = []
     subprocess.run([*KQPLAN, "validate", str(one)], capture_output=True, check=True)  # caches bytecode
+    if args.against:
+        timed([*KQPLAN, "validate", str(one)], args.against)  # caches the old checkout's bytecode
+        with sandbox(seed) as bootstrap:
+            def plan(_: str | None) -> list[str]:
+                return [*KQPLAN, "plan", str(manifests), "--bootstrap-server", bootstrap,
+                        "--format", "json", "--out", str(work / "plan.json")]
+
+            rows += against(args.against, [(f"plan {args.n} (sandbox, first describe after a change)", plan)],
+                            args.repeat, before=lambda: touch_cluster(bootstrap))
+            rows += against(args.against, [(f"plan {args.n} (sandbox, warm)", plan)], args.repeat)
+        rows += against(args.against, [
+            (f"validate {args.n}", lambda _: [*KQPLAN, "validate", str(manifests)]),
+            (f"validate {args.n // 10}", lambda _: [*KQPLAN, "validate", str(small)]),
+            ("validate one small file", lambda _: [*KQPLAN, "validate", str(one)]),
+            ("kqplan --help", lambda _: [*KQPLAN, "--help"])], args.repeat)
+        print("| measure | result |\n|---|---|")
+        for label, value in rows:
+            print(f"| {label} | {value} |")
+        return
     with sandbox(seed) as bootstrap:
         plan_args = [*KQPLAN, "plan", str(manifests), "--bootstrap-server", bootstrap,
                      "--format", "json", "--out", str(work / "plan.json")]
-        touch_cluster(bootstrap)
-        wall, rss, done = timed(plan_args)
-        assert done.returncode == 0, done.stderr.decode()
+
+        def first_after_a_change() -> tuple[float, int, subprocess.CompletedProcess[bytes]]:
+            touch_cluster(bootstrap)
+            return timed(plan_args)
+
         rows.append((f"plan {args.n} (sandbox, first describe after a change)",
-                     f"{wall:.2f} s, {rss // 1024} MiB"))
-        wall, rss, done = timed(plan_args)
-        rows.append((f"plan {args.n} (sandbox, warm)", f"{wall:.2f} s, {rss // 1024} MiB"))
+                     repeated(first_after_a_change, args.repeat)))
+        rows.append((f"plan {args.n} (sandbox, warm)", repeated(lambda: timed(plan_args), args.repeat)))
         for name, value in phases(manifests, bootstrap).items():
             rows.append((f"  phase {name}", f"{value:.3f} s"))
     rows.append(("sandbox: describe-all answer after a commit (in-process, encode included)",
                  f"{sandbox_first_describe(seed):.3f} s"))
     for label, target in ((f"validate {args.n}", manifests), (f"validate {args.n // 10}", small),
                           ("validate one small file", one)):
-        wall, rss, done = timed([*KQPLAN, "validate", str(target)])
-        assert done.returncode == 0, done.stderr.decode()
-        rows.append((label, f"{wall:.2f} s, {rss // 1024} MiB"))
+        rows.append((label, repeated(lambda t=target: timed([*KQPLAN, "validate", str(t)]), args.repeat)))
     wall, _, _ = timed([*KQPLAN, "--help"])
     rows.append(("kqplan --help", f"{wall:.2f} s"))
     if args.real:

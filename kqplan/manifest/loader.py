@@ -24,6 +24,8 @@ from kqplan.diagnostics import Diagnostic, Related, Severity, Span, did_you_mean
 from kqplan.manifest.head import API_VERSION, KIND, OWNERSHIP_FIELDS, ManifestHead, plain_head
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from kqplan.manifest.models import Manifest
     from kqplan.manifest.positions import Locator
 
@@ -526,13 +528,18 @@ def iter_load(paths: Sequence[Path], config: ProjectConfig,
 
 PARALLEL_PARSE_CHARS = 1 << 18
 """Below this much text in all, files are parsed one after the other (a thread costs more)."""
+BATCH_CHARS = 16 << 20
+"""Files are parsed in batches of about this much text, each compiled before the next is parsed."""
 
 
 def parse_ahead(sources: Sequence[SourceFile]) -> Generator[tuple[Any, Diagnostic | None], None, None]:
-    """:func:`parse_yaml` of each source, in order, two files at a time: yaml_rs parses without
-    the GIL, so this thread and a helper parse a pair together, and the caller compiles the pair
-    before the next is parsed — at most two files are held parsed (measured on 100k entities in
-    10 files, 2 cores: see benchmarks/README.md). The results are the same either way."""
+    """:func:`parse_yaml` of each source, in order, a batch of files (:data:`BATCH_CHARS` of text)
+    at a time: the caller compiles a batch before the next is parsed, so at most a batch is held
+    parsed (~10 times its text), however many files there are. yaml_rs parses without the GIL,
+    so a batch is parsed by this thread and a helper together. Smaller batches, or compiling
+    while the helper parses, made 100k entities in 10 files ~20 % slower to load (the next
+    parse fills the holes the last one left among the compiled objects: see
+    benchmarks/README.md), so a usual input is one batch. The results are the same either way."""
     if len(sources) < 2 or sum(len(s.text) for s in sources) < PARALLEL_PARSE_CHARS:
         yield from map(parse_yaml, sources)
         return
@@ -540,13 +547,35 @@ def parse_ahead(sources: Sequence[SourceFile]) -> Generator[tuple[Any, Diagnosti
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="kqplan-parse")
     try:
-        ahead = pool.submit(parse_yaml, sources[1])
-        yield parse_yaml(sources[0])  # the first two files together, one in each thread
-        for i in range(1, len(sources)):
-            done = ahead.result()  # a failure in the helper is raised here, in the caller's thread
-            if i + 1 < len(sources):
-                ahead = pool.submit(parse_yaml, sources[i + 1])
-            yield done
-            del done
+        start = 0
+        while start < len(sources):
+            end, size = start + 1, len(sources[start].text)
+            while end < len(sources) and (end - start < 2 or size + len(sources[end].text) <= BATCH_CHARS):
+                size += len(sources[end].text)
+                end += 1
+            batch = _parse_together(pool, sources[start:end])
+            for i in range(len(batch)):
+                done, batch[i] = batch[i], None  # let go as the caller compiles: see compile
+                assert done is not None
+                yield done
+                del done
+            start = end
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _parse_together(pool: Executor, sources: Sequence[SourceFile]
+                    ) -> list[tuple[Any, Diagnostic | None] | None]:
+    """:func:`parse_yaml` of each source, by this thread and the pool's together."""
+    results: list[tuple[Any, Diagnostic | None] | None] = [None] * len(sources)
+    jobs = iter(range(len(sources)))  # shared: each next() is atomic under the GIL
+
+    def work() -> None:
+        for i in jobs:
+            results[i] = parse_yaml(sources[i])
+
+    helper = pool.submit(work)
+    work()
+    helper.result()  # a failure in the helper is raised here, in the caller's thread
+    assert all(r is not None for r in results)  # every job ran, or its failure was raised above
+    return results

@@ -1,6 +1,6 @@
-"""Big inputs are parsed a file ahead by a helper thread (loader.parse_ahead): the same documents
-and the same diagnostics, in the same order, as one after the other — bad files mixed in — and
-never more than the next file parsed before the caller asks for it."""
+"""Big inputs are parsed in batches by two threads (loader.parse_ahead): the same documents and
+the same diagnostics, in the same order, as one after the other — bad files mixed in — and never
+more than a batch parsed before the caller asks for it."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_forbidden_characters_as_the_regex_finds_them(text: str, bom: bool,
         assert f"U+{ord(bad.group()):04X}" in diag.message
 
 
-def test_at_most_one_file_is_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_at_most_a_batch_is_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     parsed: list[str] = []
     real = loader.parse_yaml
 
@@ -86,14 +86,15 @@ def test_at_most_one_file_is_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(loader, "parse_yaml", counting)
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
+    monkeypatch.setattr(loader, "BATCH_CHARS", 2 * len(GOOD))  # two files a batch
     sources = [loader.SourceFile(f"f{i}", GOOD) for i in range(6)]
     ahead = loader.parse_ahead(sources)
     for i in range(6):
         doc, diag = next(ahead)
         assert diag is None
         assert len(doc["entities"]) == 50
-        assert len(parsed) <= i + 2, f"file {i} given out with {parsed} parsed"
-    assert sorted(parsed) == [s.path for s in sources]  # f0 and f1 are parsed together
+        assert len(parsed) == (i // 2 + 1) * 2, f"file {i} given out with {parsed} parsed"
+    assert sorted(parsed) == [s.path for s in sources]  # a batch's files are parsed together
     assert next(ahead, None) is None
 
 
