@@ -159,6 +159,7 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
     strings: dict[bytes, str] = {}
     state: dict[Entity, dict[str, float]] = {}
     layouts: dict[bytes, _ValuesLayout] = {}
+    shared: dict[bytes, dict[str, float]] = {}
     end = len(b)
     for _ in range(count - 1):
         m = b[p]
@@ -194,9 +195,17 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
                                                       CLIENT_ID) else Entity(parts)
         layout = layouts.get(b[p:p + 3])  # the values count, first key's length and first byte
         if layout is not None and p + layout.size <= end:
-            got = layout.unpack(b, p)
-            if layout.fixed(got) == layout.expected:
-                values = layout.values(got)
+            # Entries whose Values bytes repeat an earlier entry's share its dict (clusters use
+            # a few tiers: ~200 bytes less per entity); the bytes, keys included, are the key.
+            chunk = b[p:p + layout.size]
+            values = shared.get(chunk)
+            if values is None:
+                got = layout.unpack(b, p)
+                if layout.fixed(got) == layout.expected:
+                    values = layout.values(got)
+                    if len(shared) < _SHARED_LIMIT:
+                        shared[chunk] = values
+            if values is not None:
                 p += layout.size
                 if values:
                     state[entity] = values
@@ -233,6 +242,9 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
         if values:
             state[entity] = values
     return DescribeResponse(error_code, message, state), _skip_tags(b, p)
+
+
+_SHARED_LIMIT = 4096  # distinct Values kept for sharing: a state of unique values pays little
 
 
 class _ValuesLayout:

@@ -124,3 +124,20 @@ def test_nan_survives():
     result = decode_describe_response(encode(1, entries), 1)
     assert result.state is not None
     assert math.isnan(result.state[Entity.user("a")]["request_percentage"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["producer_byte_rate", "consumer_byte_rate"]),
+                                st.sampled_from([0.0, -0.0, 1.0, math.nan, -math.nan, 1048576.0]),
+                                min_size=1, max_size=2), min_size=1, max_size=30))
+def test_repeated_values_share_a_dict_and_keep_every_bit(rows):
+    """Entries whose Values bytes repeat share one dict: -0.0 is not 0.0, and NaN payloads stay."""
+    entries = [E(entity=[EntityData(entity_type="user", entity_name=f"u{i}")],
+                 values=[ValueData(key=k, value=v) for k, v in row.items()]) for i, row in enumerate(rows)]
+    body = encode(1, entries)
+    state = decode_describe_response(body, 1).state
+    assert same(state, generated_state(body, 1)[2])
+    # the first entry of each key layout is decoded field by field; the rest share by value bytes
+    value_sets = {tuple((k, struct.pack(">d", v)) for k, v in row.items()) for row in rows}
+    layouts = {tuple(row) for row in rows}
+    assert len({id(q) for q in state.values()}) <= len(value_sets) + len(layouts)
