@@ -77,7 +77,7 @@ def repeated(run: Callable[[], tuple[float, int, subprocess.CompletedProcess[byt
 
 
 def against(old: str, measures: list[tuple[str, Callable[[str | None], list[str]]]], k: int,
-            before: Callable[[], None] | None = None) -> list[tuple[str, str]]:
+            before: Callable[[str | None], None] | None = None) -> list[tuple[str, str]]:
     """Each measure run k times for ``old`` and for this checkout, alternately (this VM's speed
     drifts over minutes: alternating puts both sides under the same drift)."""
     rows = []
@@ -87,7 +87,7 @@ def against(old: str, measures: list[tuple[str, Callable[[str | None], list[str]
         for _ in range(k):
             for side, checkout in (("old", old), ("new", None)):
                 if before is not None:
-                    before()
+                    before(checkout)
                 wall, rss, done = timed(command(checkout), checkout)
                 assert done.returncode == 0, done.stderr.decode()
                 walls[side].append(wall)
@@ -120,11 +120,13 @@ def write_fleet(directory: Path, n: int, files: int) -> tuple[Path, Path]:
 
 
 @contextmanager
-def sandbox(seed: Path, log: Path | None = None) -> Iterator[str]:
+def sandbox(seed: Path, log: Path | None = None, checkout: str | None = None) -> Iterator[str]:
+    """A sandbox broker process seeded with ``seed`` (``checkout``: that kqplan's sandbox)."""
     args = [sys.executable, "-m", "kqplan.sandbox", "--port", "0", "--seed", str(seed)]
     if log is not None:
         args += ["--request-log", str(log)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    env = None if checkout is None else {**os.environ, "PYTHONPATH": checkout}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env, cwd=checkout)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         yield line.split()[-1]
@@ -274,13 +276,17 @@ def main() -> None:
     subprocess.run([*KQPLAN, "validate", str(one)], capture_output=True, check=True)  # caches bytecode
     if args.against:
         timed([*KQPLAN, "validate", str(one)], args.against)  # caches the old checkout's bytecode
-        with sandbox(seed) as bootstrap:
-            def plan(_: str | None) -> list[str]:
-                return [*KQPLAN, "plan", str(manifests), "--bootstrap-server", bootstrap,
+        # each side plans against its own checkout's sandbox (the sandbox is measured too)
+        with sandbox(seed, checkout=args.against) as old_bootstrap, sandbox(seed) as new_bootstrap:
+            def bootstrap_of(checkout: str | None) -> str:
+                return new_bootstrap if checkout is None else old_bootstrap
+
+            def plan(checkout: str | None) -> list[str]:
+                return [*KQPLAN, "plan", str(manifests), "--bootstrap-server", bootstrap_of(checkout),
                         "--format", "json", "--out", str(work / "plan.json")]
 
             rows += against(args.against, [(f"plan {args.n} (sandbox, first describe after a change)", plan)],
-                            args.repeat, before=lambda: touch_cluster(bootstrap))
+                            args.repeat, before=lambda checkout: touch_cluster(bootstrap_of(checkout)))
             rows += against(args.against, [(f"plan {args.n} (sandbox, warm)", plan)], args.repeat)
         rows += against(args.against, [
             (f"validate {args.n}", lambda _: [*KQPLAN, "validate", str(manifests)]),
