@@ -658,9 +658,10 @@ def compile_manifests(loaded: Iterable[LoadedManifest], config: ProjectConfig, *
 
 def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig) -> DesiredState:
     """Each file is asked for only when the one before is compiled (its parsed entries let go as
-    they compile), so a lazy ``files`` keeps one file's parsed form at a time. Any file may use any
-    file's profile: the first entry naming a profile not seen yet reads the remaining files (and
-    their profiles) first, which keeps every outcome and message as if all profiles came first."""
+    they compile), so a lazy ``files`` (:func:`kqplan.manifest.loader.iter_load`) holds one batch
+    parsed at a time. Any file may use any file's profile: the first entry naming a profile not
+    seen yet reads the remaining files (and their profiles) first, which keeps every outcome and
+    message as if all profiles came first."""
     compiler = _Compiler(config)
     stream = iter(files)
     ahead: deque[tuple[LoadedManifest, int]] = deque()
