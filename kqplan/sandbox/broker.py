@@ -32,6 +32,7 @@ from kqplan.state import QuotaState, snapshot_to_json, write_atomically
 
 DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
 MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
+WARM_UP_DELAY = 0.05  # seconds after a committed alter before its describe-all answer is encoded
 FAILED_AUTHENTICATION_DELAY = 0.1  # seconds; Kafka's connection.failed.authentication.delay.ms default
 
 
@@ -458,8 +459,7 @@ class Sandbox:
             body = apis.describe_response(version, result)
             if cacheable:
                 self._describe_cache[version] = (body, _count(result))
-            self._record(header, conn, entries=None if result.entries is None else len(result.entries),
-                         codes=(result.error_code,))
+            self._record(header, conn, entries=_count(result), codes=(result.error_code,))
         return body
 
     def _alter(self, header: apis.Header, request: Any, conn: _Connection, faults: list[Fault]) -> bytes:
@@ -481,14 +481,19 @@ class Sandbox:
     def _warm_up(self, versions: tuple[int, ...]) -> None:
         """After a committed alter (the lock held): the describe-all answers are encoded again in
         a thread, ready when the next plan asks (0.2 s at 100k entities, otherwise paid by the
-        first describe after every apply). An answer of a state another alter replaced meanwhile
-        is dropped; a describe that comes first encodes its own, as before."""
+        first describe after every apply). It waits a moment first, so that an apply's next
+        batch does not share the process with an encoding it would make useless; an answer of a
+        state another alter replaced meanwhile is dropped; a describe that comes first encodes
+        its own, as before."""
         self._describe_cache.clear()
         self._generation += 1
         generation = self._generation
         results = [(v, self.engine.describe([], False, version=v)) for v in versions]
 
         def encode() -> None:
+            time.sleep(WARM_UP_DELAY)
+            if self._generation != generation:  # another alter came: its own warm-up follows
+                return
             # the rows are immutable (an alter replaces them), so this runs outside the lock
             try:
                 done = {v: (apis.describe_response(v, r), _count(r)) for v, r in results}

@@ -5,6 +5,7 @@ replaced is never served. Over TCP with kqplan's own wire client."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -49,14 +50,16 @@ def test_each_describe_sees_the_alter_before_it() -> None:
 
 
 def test_a_warm_up_of_a_replaced_state_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the first warm-up ends after the second alter (0.2 s) and before that alter's own warm-up
-    # (0.6 s): its answer, of a replaced state, must not be served to a describe at 0.35 s
-    delays = iter([0.2, 0.6])
+    # the first warm-up starts encoding (50 ms after its alter) before the second alter (at
+    # 0.1 s) and ends after it (0.3 s), before that alter's own warm-up (0.75 s): its answer,
+    # of a replaced state, must not be served to a describe at 0.45 s
+    delays = iter([0.25, 0.6])
     real = apis.describe_response
 
-    def slow(version: int, result: object) -> bytes:
-        time.sleep(next(delays, 0.0))
-        return real(version, result)  # type: ignore[arg-type]
+    def slow(version: int, result: Any) -> bytes:
+        if len(result.entries or ()) == 101:  # this test's state (another test's thread may linger)
+            time.sleep(next(delays, 0.0))
+        return real(version, result)
 
     monkeypatch.setattr(apis, "describe_response", slow)
     seed = {Entity.user(f"u{i}"): {"consumer_byte_rate": 1024.0} for i in range(100)}
@@ -64,6 +67,25 @@ def test_a_warm_up_of_a_replaced_state_is_dropped(monkeypatch: pytest.MonkeyPatc
         cluster.identity()
         started = time.monotonic()
         _set(cluster, "moving", 1.0)
+        time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
         _set(cluster, "moving", 2.0)
-        time.sleep(max(0.0, 0.35 - (time.monotonic() - started)))
+        time.sleep(max(0.0, 0.45 - (time.monotonic() - started)))
         assert cluster.describe()[Entity.user("moving")] == {"producer_byte_rate": 2.0}
+
+
+def test_alters_in_a_row_encode_only_the_last_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = apis.describe_response
+
+    def counted(version: int, result: Any) -> bytes:
+        if len(result.entries or ()) == 1:  # this test's state (another test's thread may linger)
+            calls.append(version)
+        return real(version, result)
+
+    monkeypatch.setattr(apis, "describe_response", counted)
+    with Sandbox.start(SandboxConfig(port=0)) as box, _client(box) as cluster:
+        for i in range(5):  # an apply's batches: each alter right after the last one's answer
+            _set(cluster, "moving", float(i + 1))
+        time.sleep(0.3)
+        assert calls == [1]  # the four replaced states were never encoded
+        assert 1 in box._describe_cache
