@@ -154,13 +154,11 @@ def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
                                   origin(entity), metadata.get(entity)))
             continue
         found += 1
-        if want == have:  # dict == in C: almost every unchanged entity (NaN needs _same)
+        if want == have or _same(want, have):  # dict == in C first: almost every unchanged entity
             unchanged += 1
-        elif not _same(want, have):
+        else:
             changes.append(Change(entity, Action.UPDATE, have, want, ops_between(have, want),
                                   origin(entity), metadata.get(entity)))
-        else:
-            unchanged += 1
     watched = 0
     unmanaged: list[tuple[Entity, Quotas]] = []
     # every entity on the cluster was found above (the usual plan): no second pass of lookups

@@ -25,10 +25,6 @@ from kqplan.state import Quotas
 PLAN_FORMAT_VERSION = 1
 
 
-def _op_json(op: Op) -> dict[str, Any]:
-    return {"key": op.key, "value": op.value, "remove": op.remove}
-
-
 def _plain(quotas: Quotas | None) -> dict[str, float] | None:
     """A plain dict of the quotas (the same one when it is: the JSON body only reads it)."""
     if quotas is None or quotas.__class__ is dict:
@@ -40,7 +36,7 @@ def change_to_json(change: Change) -> dict[str, Any]:
     # A plan writes one per change (100k on a first plan): op fields read directly, the action
     # as the StrEnum member itself (a str: every encoder writes its value).
     return {
-        "entity": dict(change.entity.parts),
+        "entity": change.entity.to_json(),
         "display": change.display,
         "action": change.action,
         "before": _plain(change.before),
