@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kqplan.config import ProjectConfig
 from kqplan.diagnostics import Diagnostic, Severity, did_you_mean, sort_key
@@ -42,6 +42,7 @@ from kqplan.manifest.loader import (
     iter_load,
     resolve,
 )
+from kqplan.manifest.slices import SlicedEntries, Unsliceable
 from kqplan.metadata import Metadata
 from kqplan.ownership import Ownership, ScopePattern
 from kqplan.perf import paused_gc
@@ -143,6 +144,8 @@ class _Compiler:
         self.removed: dict[Entity, Origin] = {}
         self.read_rest: Callable[[], None] | None = None
         """Adds the profiles of the files not compiled yet (see :func:`compile_manifests`)."""
+        self.journal: list[_Saved] | None = None
+        """While a sliced file compiles: what its overrides replaced, to undo (:meth:`undo`)."""
 
     def report(self, source: SourceFile, pending: Pending) -> None:
         self.pending.append((source, pending))
@@ -420,6 +423,8 @@ class _Compiler:
         index = loc[1]  # loc is ("entities", index)
         assert isinstance(index, int)
         origin = Origin(source, index, layer, first)
+        if first is not None and self.journal is not None:
+            self.journal.append(self.saved(entity))
         state.origins[entity] = origin
         meta = _metadata(raw["metadata"]) if "metadata" in raw else None
         if meta is not None or doc_meta is not None or (override and entity in state.metadata):
@@ -621,6 +626,35 @@ class _Compiler:
             hint=f"did you mean '{guess}'?" if guess else
             f"clusters: {', '.join(sorted(clusters))}; or add [clusters.{guard}] to kqplan.toml"))
 
+    # -- a sliced file read whole after all --------------------------------------------------
+    def mark(self, item: LoadedManifest) -> _Mark:
+        """Where the compile stands before ``item``, a sliced file, adds anything; starts the journal."""
+        self.journal = []
+        return _Mark(item.source, len(self.pending), len(self.profiles), len(self.scopes), self.guard)
+
+    def saved(self, entity: Entity) -> _Saved:
+        state = self.state
+        return _Saved(entity, state.origins.get(entity), state.quotas.get(entity),
+                      state.metadata.get(entity), self.removed.get(entity),
+                      (entity in state.absent, entity in state.protected, entity in state.with_default))
+
+    def undo(self, mark: _Mark) -> None:
+        """Everything added since ``mark``: the file's entities, the overrides it made (restored
+        from the journal), its profiles, scope and guard, every problem reported since (profiles
+        read ahead meanwhile included: the caller adds them again, in file order)."""
+        state = self.state
+        for saved in reversed(self.journal or ()):
+            saved.restore(self)
+        self.journal = None
+        for entity in [e for e, o in state.origins.items() if o.source is mark.source]:
+            self.saved(entity)._replace(origin=None, quotas=None, metadata=None, removed=None,
+                                        sets=(False, False, False)).restore(self)
+        del self.pending[mark.pending:]
+        for name in list(self.profiles)[mark.profiles:]:
+            del self.profiles[name]
+        del self.scopes[mark.scopes:]
+        self.guard = mark.guard
+
     def finish(self) -> DesiredState:
         self.check_guard_known()
         self.state.ownership = Ownership.of(self.scopes)
@@ -631,6 +665,46 @@ class _Compiler:
 
 
 _SHARED_LIMIT = 4096  # distinct quota sets kept for sharing: a manifest of unique values pays little
+
+
+_V = TypeVar("_V")
+
+
+class _Mark(NamedTuple):
+    source: SourceFile
+    pending: int
+    profiles: int
+    scopes: int
+    guard: tuple[str, SourceFile, Loc] | None
+
+
+class _Saved(NamedTuple):
+    """One entity's compiled state (None: absent), as an override found it."""
+
+    entity: Entity
+    origin: Origin | None
+    quotas: dict[str, float] | None
+    metadata: Metadata | None
+    removed: Origin | None
+    sets: tuple[bool, bool, bool]
+    """Membership of ``absent``, ``protected`` and ``with_default``."""
+
+    def restore(self, compiler: _Compiler) -> None:
+        state, entity = compiler.state, self.entity
+        _put(state.origins, entity, self.origin)
+        _put(state.quotas, entity, self.quotas)
+        _put(state.metadata, entity, self.metadata)
+        _put(compiler.removed, entity, self.removed)
+        for members, present in zip((state.absent, state.protected, state.with_default), self.sets,
+                                    strict=True):
+            (members.add if present else members.discard)(entity)
+
+
+def _put(table: dict[Entity, _V], entity: Entity, value: _V | None) -> None:
+    if value is None:
+        table.pop(entity, None)
+    else:
+        table[entity] = value
 
 
 def _metadata(raw: Any) -> Metadata | None:
@@ -669,25 +743,36 @@ def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig)
     def read_rest() -> None:
         compiler.read_rest = None
         for item, layer in stream:
-            compiler.add_profiles(item)
-            ahead.append((item, layer))
+            settled = _settled(item)
+            if settled is not None:
+                compiler.add_profiles(settled)
+                ahead.append((settled, layer))
 
     compiler.read_rest = read_rest
     count = 0
     try:
         while True:
+            mark = None
             if ahead:
-                item, layer = ahead.popleft()
+                item, layer = ahead.popleft()  # its profiles were added, and a sliced one checked
             else:
                 following = next(stream, None)
                 if following is None:
                     break
                 item, layer = following
+                if item.raw.get("entities").__class__ is SlicedEntries:
+                    mark = compiler.mark(item)
                 compiler.add_profiles(item)
             compiler.add_guard(item)
             compiler.add_ownership(item)
-            compiler.add_entities(item, layer)
-            count += 1
+            try:
+                compiler.add_entities(item, layer)
+            except Unsliceable:
+                assert mark is not None
+                count += _read_whole(compiler, mark, item, layer, ahead)
+            else:
+                compiler.journal = None
+                count += 1
             del item
     finally:
         # read_rest refers to the compiler: left set, the cycle would keep the whole compiled
@@ -695,6 +780,35 @@ def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig)
         compiler.read_rest = None
     compiler.state.files = count
     return compiler.finish()
+
+
+def _settled(item: LoadedManifest) -> LoadedManifest | None:
+    """``item`` with its slices known usual, else read whole (None: its problems are reported)."""
+    entries = item.raw.get("entities")
+    if entries.__class__ is not SlicedEntries or entries.check():
+        return item
+    whole: LoadedManifest | None = entries.whole()
+    return whole
+
+
+def _read_whole(compiler: _Compiler, mark: _Mark, item: LoadedManifest, layer: int,
+                ahead: deque[tuple[LoadedManifest, int]]) -> int:
+    """A sliced file found unusual midway: undo it and compile it read whole, as if it had never
+    been sliced; 1 if it compiled, 0 if reading it whole found it invalid (already reported)."""
+    compiler.undo(mark)
+    entries = item.raw.get("entities")
+    assert isinstance(entries, SlicedEntries)
+    whole = entries.whole()
+    if whole is not None:
+        compiler.add_profiles(whole)
+    for later, _ in ahead:  # profiles read ahead while the sliced file compiled: after its own
+        compiler.add_profiles(later)
+    if whole is None:
+        return 0
+    compiler.add_guard(whole)
+    compiler.add_ownership(whole)
+    compiler.add_entities(whole, layer)
+    return 1
 
 
 def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:

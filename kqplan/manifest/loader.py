@@ -2,7 +2,7 @@
 
 The fast path parses with ``yaml_rs`` (Rust, YAML 1.2, ~30× faster than pyyaml's C loader
 on a 100k-entity file) and checks the usual shapes by hand (pydantic's models take every other
-document and locate its errors); files of 16 MiB or more are read in slices
+document and locate its errors); files of 4 MiB or more are read in slices
 (:mod:`kqplan.manifest.slices`). Neither parser gives positions for data, so a
 :class:`Locator` re-reads a file with pyyaml's composer (nodes carry line/column marks) the
 first time a diagnostic in that file needs a location. Valid files never pay for it.
@@ -471,14 +471,27 @@ def validate_model(source: SourceFile, raw: dict[str, Any]
 _NO_ENTRIES: list[Any] = []
 
 
-def _sliced(source: SourceFile) -> tuple[ManifestHead, dict[str, Any]] | None:
-    """A big, plainly valid file read a slice of entries at a time (:mod:`kqplan.manifest.slices`);
-    None for every other file, which is parsed whole."""
+def _sliced(source: SourceFile, diagnostics: list[Diagnostic]) -> tuple[ManifestHead, dict[str, Any]] | None:
+    """A big file whose document-level fields are plainly valid, its entities to be read a slice
+    at a time (:mod:`kqplan.manifest.slices`); None for every other file, which is parsed whole."""
     from kqplan.manifest.slices import BIG_FILE_CHARS, read_sliced
 
     if len(source.text) < BIG_FILE_CHARS or too_deep(source.text) is not None:
         return None
-    return read_sliced(source.text, _plain_entities, ALIAS_LIMITS)
+    return read_sliced(source.text, _plain_entities, ALIAS_LIMITS,
+                       lambda: _checked(source, parse_yaml(source), diagnostics))
+
+
+def _checked(source: SourceFile, parsed: tuple[Any, Diagnostic | None],
+             diagnostics: list[Diagnostic]) -> LoadedManifest | None:
+    """A parsed file, shape-checked: its manifest, or None with the problems in ``diagnostics``."""
+    raw, diag = parsed
+    if diag is not None:
+        diagnostics.append(diag)
+        return None
+    manifest, errs = validate_model(source, raw)
+    diagnostics.extend(errs)
+    return LoadedManifest(source, manifest, raw) if manifest is not None else None
 
 
 def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
@@ -504,7 +517,7 @@ def iter_load(paths: Sequence[Path], config: ProjectConfig,
             continue
         read.append(SourceFile.of(str(path), text))
     sources = [item for item in read if isinstance(item, SourceFile)]
-    sliced = {id(s): r for s in sources if (r := _sliced(s)) is not None}
+    sliced = {id(s): r for s in sources if (r := _sliced(s, diagnostics)) is not None}
     parsed = parse_ahead([s for s in sources if id(s) not in sliced])
     try:
         for item in read:  # in file order, as the files were found
@@ -515,14 +528,10 @@ def iter_load(paths: Sequence[Path], config: ProjectConfig,
                 head, raw = sliced.pop(id(item))
                 yield LoadedManifest(item, head, raw)
                 continue
-            raw, diag = next(parsed)
-            if diag is not None:
-                diagnostics.append(diag)
-                continue
-            manifest, errs = validate_model(item, raw)
-            diagnostics.extend(errs)
-            if manifest is not None:
-                yield LoadedManifest(item, manifest, raw)
+            loaded = _checked(item, next(parsed), diagnostics)
+            if loaded is not None:
+                yield loaded
+                del loaded
     finally:
         parsed.close()
 

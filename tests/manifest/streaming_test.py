@@ -1,8 +1,10 @@
 """Manifests are compiled file by file as they are parsed, a batch of files at a time
-(loader.iter_load, compile._compile): the outcome — quotas, origins, layers, every diagnostic —
-equals compiling with every file's profiles added first (the order before streaming, kept here as
-the oracle), and no more than a batch is parsed while one compiles, unless an entry names a
-profile of a later file."""
+(loader.iter_load, compile._compile), a big file a slice at a time (manifest/slices.py): the
+outcome — quotas, origins, layers, every diagnostic — equals compiling whole files with every
+file's profiles added first (the order before streaming, kept here as the oracle), and no more
+than a batch is parsed while one compiles, unless an entry names a profile of a later file. A
+sliced file found unusual midway (a YAML or shape error, an alias across slices, an entry that
+is valid but not plain) is undone and read whole: the outcome is still the oracle's."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from kqplan.config import ProjectConfig
 from kqplan.diagnostics import render_text, sort_key
 from kqplan.manifest import compile as compiler_module
-from kqplan.manifest import loader
+from kqplan.manifest import loader, slices
 from kqplan.manifest.compile import DesiredState, _Compiler, load_desired
 from kqplan.policy import policy_diagnostics
 from tests.helpers import write_manifest
@@ -53,10 +55,18 @@ def all_profiles_first(paths: list[Path], config: ProjectConfig) -> DesiredState
 
 def outcome(state: DesiredState) -> tuple[object, ...]:
     return (state.quotas, {e: (o.source.path, o.entry, o.layer, o.display) for e, o in state.origins.items()},
-            state.absent, state.protected, state.files, state.cluster_guard, render_text(state.diagnostics))
+            state.absent, state.protected, state.metadata, state.with_default, state.ownership, state.files,
+            state.cluster_guard, render_text(state.diagnostics))
 
 
 NAMES = ["a", "b", "c"]
+SPOILERS = [  # entries a slice cannot take alone: the file is read whole, midway through compiling
+    "  - user: d\n    metadata: {labels: {team: x}}\n    quotas: {consumer_byte_rate: 1MiB}",  # valid
+    "  - user: [unclosed",  # a YAML error
+    "  - user: 5\n    quotas: {consumer_byte_rate: 1MiB}",  # a shape error
+    "  - user: e\n    quotas: &q {consumer_byte_rate: 2MiB}",  # an anchor ...
+    "  - user: f\n    quotas: *q",  # ... and its alias, perhaps in another slice
+]
 PROFILES = ["gold", "silver", "bronze"]
 
 
@@ -69,8 +79,14 @@ def manifest(draw: st.DrawFn) -> str:
             lines.append(f"  {name}: {{producer_byte_rate: {draw(st.sampled_from(['1MiB', '2MiB', '0']))}}}")
     if draw(st.booleans()):
         lines.append(f"cluster: {draw(st.sampled_from(['one', 'two']))}")
+    if draw(st.integers(0, 3)) == 0:
+        lines.append(f"ownership: {{prune: true, scope: [{{user: {draw(st.sampled_from(NAMES))}*}}]}}")
     lines.append("entities:")
-    for _ in range(draw(st.integers(0, 4))):
+    for _ in range(draw(st.integers(0, 6))):
+        spoiler = draw(st.sampled_from(SPOILERS)) if draw(st.integers(0, 5)) == 0 else None
+        if spoiler is not None:
+            lines.append(spoiler)
+            continue
         entry = f"  - user: {draw(st.sampled_from(NAMES))}"
         if draw(st.booleans()):
             entry += "\n    override: true"
@@ -84,10 +100,10 @@ def manifest(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(layers=st.lists(st.lists(manifest(), min_size=1, max_size=4), min_size=1, max_size=2),
-       threads=st.booleans())
-def test_streaming_equals_all_profiles_first(layers: list[list[str]], threads: bool,
+       threads=st.booleans(), slice_items=st.sampled_from([0, 1, 2]))
+def test_streaming_equals_all_profiles_first(layers: list[list[str]], threads: bool, slice_items: int,
                                              tmp_path_factory: pytest.TempPathFactory,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     work = tmp_path_factory.mktemp("layers")
@@ -98,9 +114,15 @@ def test_streaming_equals_all_profiles_first(layers: list[list[str]], threads: b
         paths.append(work / f"l{n}")
     config = ProjectConfig()
     with monkeypatch.context() as m:
+        m.setattr(slices, "BIG_FILE_CHARS", 1 << 62)
+        expected = outcome(all_profiles_first(paths, config))
+    with monkeypatch.context() as m:
         m.setattr(loader, "PARALLEL_PARSE_CHARS", 0 if threads else 1 << 62)
         m.setattr(loader, "BATCH_CHARS", 1)  # two files a batch: streaming is what is tested
-        assert outcome(load_desired(paths, config)) == outcome(all_profiles_first(paths, config))
+        if slice_items:  # every file sliced, a slice of one or two entries
+            m.setattr(slices, "BIG_FILE_CHARS", 0)
+            m.setattr(slices, "SLICE_ITEMS", slice_items)
+        assert outcome(load_desired(paths, config)) == expected
 
 
 def _traced(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[tuple[str, int]]]:
