@@ -105,7 +105,8 @@ def read_sliced(text: str, plain_entities: Callable[[list[Any]], bool], alias_li
     # nested block), a key between items — makes the blanked document refuse to parse (yaml_rs
     # refuses a duplicate key) or a slice parse to other than its counted items: Unsliceable.
     item = "\n" + first.group(0)
-    starts = [first.start(), *[m.start() + 1 for m in re.compile(re.escape(item)).finditer(text, first.start())]]
+    later = re.compile(re.escape(item)).finditer(text, first.start())
+    starts = [first.start(), *[m.start() + 1 for m in later]]
     # The list ends at the first line after its last item that is not deeper, blank or a comment.
     block_end = re.compile(rf"^(?!{re.escape(first.group(1))} |[ \t]*(?:#|\r?$))", re.M).search(
         text, starts[-1] + len(item) - 1)

@@ -1,0 +1,60 @@
+"""Issue 16's bound, measured: `kqplan validate` of a big manifest with one error at its end
+peaks under 64 MiB + 12x the input, whether the input is one file (read in slices from 4 MiB:
+~8x), a file just under the slicing threshold (parsed whole), or a directory (parsed a 16 MiB
+batch at a time by two threads: the worst case, ~10x). Peak RSS of the kqplan process alone, read by a fresh parent from
+RUSAGE_CHILDREN (this test process has had other children, brokers among them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.generate import manifest_text
+
+BAD_TAIL = "  - user: zzz-bad\n    quotas: {producer_byte_rate: 0}\n"
+MEASURE = ("import json, resource, subprocess, sys\n"
+           "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+           "print(json.dumps([done.returncode, done.stdout + done.stderr,\n"
+           "                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))\n")
+
+
+def peak_of_validate(path: Path) -> tuple[int, str, float]:
+    """(exit code, output, peak RSS in MiB) of `kqplan validate path`."""
+    done = subprocess.run([sys.executable, "-c", MEASURE, sys.executable, "-m", "kqplan", "validate",
+                           str(path)], capture_output=True, text=True, check=True, timeout=120)
+    code, output, kib = json.loads(done.stdout)
+    return code, output, kib / 1024
+
+
+def write(directory: Path, n: int, files: int) -> tuple[Path, float]:
+    text = manifest_text(n) + BAD_TAIL
+    if files == 1:
+        path = directory / "big.yaml"
+        path.write_text(text)
+        return path, len(text) / 2**20
+    header, _, body = text.partition("entities:\n")
+    entries = body.split("\n  - ")
+    per = -(-len(entries) // files)
+    for f in range(files):
+        chunk = "\n  - ".join(entries[f * per:(f + 1) * per])
+        if f > 0:
+            chunk = "  - " + chunk
+        (directory / f"q{f:02d}.yaml").write_text(f"{header}entities:\n{chunk.rstrip()}\n")
+    return directory, len(text) / 2**20
+
+
+@pytest.mark.parametrize(("n", "files", "factor"), [
+    (100_000, 1, 8),  # 12 MiB in one file: sliced (parsed whole, it peaked at 193 MiB)
+    (30_000, 1, 8),  # 3.6 MiB: just under the slicing threshold, parsed whole
+    (130_000, 8, 12),  # 15 MiB in 8 files of 2 MiB: one batch, parsed whole by two threads
+])
+def test_validate_peaks_under_64_mib_plus_a_multiple_of_the_input(n: int, files: int, factor: int,
+                                                                  tmp_path: Path) -> None:
+    path, mib = write(tmp_path, n, files)
+    code, output, peak = peak_of_validate(path)
+    assert code == 1 and "KQP112" in output, output[-2000:]
+    assert peak <= 64 + factor * mib, f"{mib:.1f} MiB of manifests peaked at {peak:.0f} MiB"
