@@ -210,8 +210,10 @@ def users_manifest(path: Path, n: int, *, changed_every: int = 0) -> Path:
     return path
 
 
-def real_broker(work: Path, n: int, big: int | None, repeat: int = 1) -> list[tuple[str, str]]:
-    """1000-entity apply, no-op plan and 10 % change on a fresh real broker (tests/kafka)."""
+def real_broker(work: Path, n: int, big: int | None, repeat: int = 1,
+                old: str | None = None) -> list[tuple[str, str]]:
+    """1000-entity apply, no-op plan and 10 % change on a fresh real broker (tests/kafka); with
+    ``old`` (``--against``), only the big plan, alternating with that checkout."""
     from tests.kafka.broker import KafkaBroker, ensure_kafka_libs, kafka_version
 
     version = kafka_version()
@@ -222,7 +224,7 @@ def real_broker(work: Path, n: int, big: int | None, repeat: int = 1) -> list[tu
             KafkaBroker(ensure_kafka_libs(version), Path(home), version) as broker:
         target = ["--bootstrap-server", broker.bootstrap]
         first = users_manifest(work / "real.yaml", n)
-        for label, args in (
+        for label, args in () if old else (
                 (f"real Kafka {version}: apply {n} new entities", ["apply", str(first), "--auto-approve"]),
                 (f"real Kafka {version}: no-op plan of {n}", ["plan", str(first)]),
                 (f"real Kafka {version}: apply a 10 % change of {n}",
@@ -243,10 +245,13 @@ def real_broker(work: Path, n: int, big: int | None, repeat: int = 1) -> list[tu
             done = subprocess.run([*KQPLAN, "apply", str(manifests), "--auto-approve", *target],
                                   capture_output=True, check=False)
             assert done.returncode == 0, done.stderr.decode()
-            rows.append((f"real Kafka {version}: plan {big} (no changes), --format json --out",
-                         repeated(lambda: timed([*KQPLAN, "plan", str(manifests), "--format", "json",
-                                                 "--out", str(work / "plan-real.json"), *target]),
-                                  repeat)))
+            label = f"real Kafka {version}: plan {big} (no changes), --format json --out"
+            plan = [*KQPLAN, "plan", str(manifests), "--format", "json",
+                    "--out", str(work / "plan-real.json"), *target]
+            if old:
+                rows += against(old, [(label, lambda _: plan)], repeat)
+            else:
+                rows.append((label, repeated(lambda: timed(plan), repeat)))
     return rows
 
 
@@ -293,6 +298,8 @@ def main() -> None:
             (f"validate {args.n // 10}", lambda _: [*KQPLAN, "validate", str(small)]),
             ("validate one small file", lambda _: [*KQPLAN, "validate", str(one)]),
             ("kqplan --help", lambda _: [*KQPLAN, "--help"])], args.repeat)
+        if args.real_big:
+            rows += real_broker(work, args.real_n, args.real_big, args.repeat, old=args.against)
         print("| measure | result |\n|---|---|")
         for label, value in rows:
             print(f"| {label} | {value} |")

@@ -13,7 +13,9 @@ lost, :class:`AlterOutcomeUnknown` tells the caller, who resolves it by describi
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,7 +34,7 @@ from kqplan.cluster.base import (
 )
 from kqplan.cluster.connection import ConnectionConfig, load_connection_config
 from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
-from kqplan.cluster.transport import KafkaTransport, RawResponse, TransportError, UnsupportedApi
+from kqplan.cluster.transport import Ahead, KafkaTransport, RawResponse, TransportError, UnsupportedApi
 from kqplan.entity import Entity
 from kqplan.errors import KqplanError
 from kqplan.perf import paused_gc
@@ -68,6 +70,12 @@ class KafkaCluster:
         self.attempts = attempts
         self.retry_backoff_s = retry_backoff_s
         self._identity: ClusterIdentity | None = None
+        self._worker: threading.Thread | None = None
+        self._ahead: Ahead | None = None
+        self._ahead_error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._worker_done = False
+        self._abandoned = False
 
     @classmethod
     def connect(cls, bootstrap: str | None, command_config: Path | None, *,
@@ -88,23 +96,80 @@ class KafkaCluster:
     # -- the Cluster protocol --------------------------------------------------------------------
 
     def identity(self) -> ClusterIdentity:
+        self._join()
+        if self._identity is None and self._ahead_error is not None:
+            error, self._ahead_error = self._ahead_error, None
+            raise error  # the thread's attempts were the attempts: not as many again
+        return self._read_identity()
+
+    def _read_identity(self) -> ClusterIdentity:
         if self._identity is None:
             cluster_id = self._retrying(self.transport.cluster_id, "read the cluster id")
             version, mode = self.transport.broker_kind()
             self._identity = ClusterIdentity(cluster_id, self.config.bootstrap, version, mode)
         return self._identity
 
+    def describe_ahead(self) -> None:
+        """Read the identity and send a describe of everything, in a thread, now: the broker
+        (another process) works on its answer while the caller loads its manifests. The next
+        call waits for the thread; ``describe(ALL)`` reads the answer (nothing reads it before,
+        so receiving 10 MB never competes with the caller for the GIL). If the caller closes
+        first, the thread is left to end on its own: a slow broker never delays an error found
+        in the manifests."""
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._send_ahead, name="kqplan-describe", daemon=True)
+            self._worker.start()
+
+    def _send_ahead(self) -> None:
+        try:
+            self._read_identity()
+        except BaseException as exc:  # raised again in the caller's thread (not retried twice)
+            self._ahead_error = exc
+        else:
+            # on failure describe() sends it again, and reports what fails as it always does
+            with contextlib.suppress(KqplanError):
+                self._ahead = self.transport.send_ahead(DescribeClientQuotasRequest, max_version=1,
+                                                        strict=False, components=[])
+        finally:
+            with self._lock:
+                self._worker_done = True
+                if self._abandoned:
+                    self.transport.close()
+
+    def _join(self) -> None:
+        if self._worker is not None:
+            self._worker.join()
+            self._worker = None
+
+    def _take_ahead(self, *, use: bool) -> Ahead | None:
+        """The describe the thread sent, to ``use``; else its answer is read and dropped (one
+        request in flight per connection: it must be answered before the next is sent)."""
+        self._join()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and not use:
+            with contextlib.suppress(KqplanError):
+                self.transport.answer(ahead)
+            ahead = None
+        return ahead
+
     def describe(self, flt: DescribeFilter = ALL) -> QuotaState:
         """One DescribeClientQuotas; ``ALL`` (no components, not strict) is everything."""
         C = DescribeClientQuotasRequest.ComponentData
+        ahead = self._take_ahead(use=flt == ALL)
 
         def send() -> DescribeResponse:
             # Negotiated, capped at what kqplan's decoder reads: v0 and v1 are every released
             # version; a v2 (KIP-888's multi-filter describe, not in any release) would need
             # its layout first. ALL is one request whatever the version.
-            raw = self._send_raw(DescribeClientQuotasRequest, max_version=1, strict=flt.strict,
-                                 components=[C(entity_type=c.entity_type, match_type=int(c.match_type),
-                                               match=c.match) for c in flt.components])
+            nonlocal ahead
+            if ahead is not None:
+                sent, ahead = ahead, None  # a retry asks again
+                raw = self.transport.answer(sent)
+            else:
+                raw = self._send_raw(
+                    DescribeClientQuotasRequest, max_version=1, strict=flt.strict,
+                    components=[C(entity_type=c.entity_type, match_type=int(c.match_type), match=c.match)
+                                for c in flt.components])
             try:
                 return decode_describe_response(raw.body, raw.version)
             except MalformedResponse as exc:
@@ -119,6 +184,7 @@ class KafkaCluster:
 
     def alter(self, alterations: Sequence[Alteration], *, validate_only: bool) -> list[EntityResult]:
         """One AlterClientQuotas; one result per entity, in the broker's order."""
+        self._take_ahead(use=False)
         if not alterations:
             return []
         sent: dict[Entity, Alteration] = {}
@@ -159,6 +225,10 @@ class KafkaCluster:
         return results
 
     def close(self) -> None:
+        with self._lock:
+            if self._worker is not None and not self._worker_done:
+                self._abandoned = True  # the thread closes the transport when it ends
+                return
         self.transport.close()
 
     # -- helpers ---------------------------------------------------------------------------------

@@ -344,6 +344,24 @@ class KafkaTransport:
         """
         return self.send(_bytes_variant(request_class)(**fields), timeout_ms=timeout_ms)  # type: ignore[no-any-return]
 
+    def send_ahead(self, request_class: Any, **fields: Any) -> Ahead:
+        """:meth:`send_raw`'s request, written now; its answer is read by :meth:`answer`. Until
+        then nothing reads the socket: the broker works on the answer, and what it has sent
+        waits in the kernel's buffers (no thread of this process spends time on it)."""
+        if self._closed:
+            raise KqplanError("internal error: the connection to the cluster is closed")
+        self._net.poll(timeout_ms=0)
+        ahead: Ahead = self._run(self._send_ahead, _bytes_variant(request_class)(**fields),
+                                 self.config.request_timeout_ms)
+        return ahead
+
+    def answer(self, ahead: Ahead) -> RawResponse:
+        """The answer to a request :meth:`send_ahead` wrote (raises as :meth:`send` does)."""
+        if self._closed:
+            raise KqplanError("internal error: the connection to the cluster is closed")
+        response: RawResponse = self._run(self._answer, ahead)
+        return response
+
     def broker_kind(self) -> tuple[str | None, str | None]:
         """(version range, metadata mode) from the ApiVersions answer the connection already had:
         no extra round trip. The version is a lower bound (``>=3.9``): the newest release whose
@@ -413,6 +431,7 @@ class KafkaTransport:
                 failures.append(error)
                 continue
             self._conn, self._fresh = conn, True
+            _bounded_reads(conn)
             return conn
         if len(failures) == 1:
             raise failures[0]
@@ -421,6 +440,9 @@ class KafkaTransport:
             + "; ".join(f.message for f in failures), hint=failures[0].hint)
 
     async def _send(self, request: Any, timeout_ms: int) -> Any:
+        return await self._answer(await self._send_ahead(request, timeout_ms))
+
+    async def _send_ahead(self, request: Any, timeout_ms: int) -> Ahead:
         conn = await self._connection()
         # kafka-python refuses a request at once ("Node paused") while a connection is paused —
         # a previous answer still being processed (max_in_flight) or a broker's throttle: wait
@@ -433,11 +455,63 @@ class KafkaTransport:
             raise _explain(future.exception, self.config, sent=False, request=request)
         self.sent[request.name.removesuffix("Request")] += 1
         first, self._fresh = self._fresh, False
+        # The loop writes a request when the socket is writable: turn it until the bytes are out
+        # (kafka-python's transport clears _writing then), or the caller stops polling first.
+        while getattr(conn.transport, "_writing", False) and conn.connected and time.monotonic() < deadline:
+            await self._net.sleep(0.0005)
+        return Ahead(conn, request, future, timeout_ms, first)
+
+    async def _answer(self, ahead: Ahead) -> Any:
         try:
-            return await self._manager.wait_for(future, timeout_ms + _GRACE_S * 1000)
+            return await self._manager.wait_for(ahead.future, ahead.timeout_ms + _GRACE_S * 1000)
         except Exception as exc:
-            conn.close()
-            raise _explain(exc, self.config, sent=True, request=request, first=first) from None
+            ahead.conn.close()
+            raise _explain(exc, self.config, sent=True, request=ahead.request, first=ahead.first) from None
+
+
+_READ_LIMIT = 1 << 20
+
+
+def _bounded_reads(conn: Any) -> None:
+    """kafka-python drains a readable socket 4 KiB at a time into a list, then joins it: an
+    answer already waiting in full (a describe sent ahead: 10 MB at 100k entities) would be held
+    three times over at once (+10 MiB at a plan's peak, measured). A plain TCP connection reads
+    64 KiB at a time instead, at most 1 MiB a turn (the loop comes back at once for the rest).
+    Anything else (TLS, another kafka-python) keeps kafka-python's own reads."""
+    transport = getattr(conn, "transport", None)
+    sock = getattr(transport, "_sock", None)
+    plain = type(transport).__name__ == "KafkaTCPTransport" and hasattr(transport, "_sock_recv")
+    if not plain or transport is None or sock is None:
+        return
+
+    def sock_recv() -> tuple[bytes, Exception | None]:
+        chunks: list[bytes] = []
+        size = 0
+        while size < _READ_LIMIT:
+            try:
+                data = sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                return b"".join(chunks), kerrors.KafkaConnectionError(exc)
+            if not data:
+                return b"".join(chunks), kerrors.KafkaConnectionError("socket disconnected")
+            chunks.append(data)
+            size += len(data)
+        return b"".join(chunks), None
+
+    transport._sock_recv = sock_recv
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """A request written and not yet answered (:meth:`KafkaTransport.send_ahead`)."""
+
+    conn: Any
+    request: Any
+    future: Any
+    timeout_ms: int
+    first: bool
 
 
 _API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36

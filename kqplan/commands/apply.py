@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from kqplan.apply import ApplyReport, apply, check_stale, report_to_json
+from kqplan.cluster.base import Cluster
 from kqplan.commands.inputs import manifest_paths
 from kqplan.commands.plan import (
     DEFAULT_GUARDRAILS,
@@ -14,12 +16,14 @@ from kqplan.commands.plan import (
     check_inventory_id,
     check_writable,
     compute_plan,
+    describing_ahead,
     guardrail_problem,
     load_checked,
 )
 from kqplan.config import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.errors import ExitCode, KqplanError
+from kqplan.manifest.compile import DesiredState
 from kqplan.plan import ClusterRef, Plan
 from kqplan.planfile import loads_plan
 from kqplan.render import render_apply, render_text
@@ -73,9 +77,21 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
         raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
     if plan_file is None:
         paths = manifest_paths(paths, cluster_entry)
-    desired = load_checked(paths, config, streams) if plan_file is None else None
     target = target.or_cluster(cluster_entry)
-    with open_cluster(target) as cluster, streams.progress() as progress:
+    with ExitStack() as stack:
+        ahead = describing_ahead(target, stack) if plan_file is None else None
+        desired = load_checked(paths, config, streams) if plan_file is None else None
+        cluster = ahead if ahead is not None else stack.enter_context(open_cluster(target))
+        return _apply(cluster, desired, plan_file, config, auto_approve=auto_approve, report=report,
+                      streams=streams, cluster_entry=cluster_entry, guardrails=guardrails, color=color,
+                      as_json=as_json)
+
+
+def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | None, config: ProjectConfig, *,
+           auto_approve: bool, report: Path | None, streams: Streams, cluster_entry: ClusterEntry | None,
+           guardrails: Guardrails, color: bool, as_json: bool) -> int:
+    """Plan (from ``desired``, or the saved ``plan_file`` refreshed) and apply on an open cluster."""
+    with streams.progress() as progress:
         if desired is not None:
             progress("Describing the cluster")
             plan = compute_plan(desired, cluster, config, record_state=False, entry=cluster_entry)

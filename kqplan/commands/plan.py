@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -215,20 +216,23 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if out is not None:
         check_writable(out, "the plan file")
     text_like = fmt is Format.TEXT
-    desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
-    check_versions(desired, declared_profile(cluster))  # offline: before the cluster is contacted
-    who = None
-    if principals is not None:
-        from kqplan.principals import read_principals
-
-        who = read_principals(principals)
     given = target
     target = target.or_cluster(cluster)
-    with open_cluster(target) as live, streams.progress() as progress:
-        progress("Describing the cluster")
-        actual = live.describe() if who is not None else None
-        result = compute_plan(desired, live, config, entry=cluster,
-                              record_state=out is not None or fmt is Format.JSON, actual=actual)
+    with ExitStack() as stack:
+        ahead = describing_ahead(target, stack)
+        desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
+        check_versions(desired, declared_profile(cluster))  # offline: before anything is judged online
+        who = None
+        if principals is not None:
+            from kqplan.principals import read_principals
+
+            who = read_principals(principals)
+        live = ahead if ahead is not None else stack.enter_context(open_cluster(target))
+        with streams.progress() as progress:
+            progress("Describing the cluster")
+            actual = live.describe() if who is not None else None
+            result = compute_plan(desired, live, config, entry=cluster,
+                                  record_state=out is not None or fmt is Format.JSON, actual=actual)
     refused = guardrail_problem(result, desired, config, guardrails)
     warnings = lint_warnings(desired, result)
     if text_like and warnings:
@@ -269,6 +273,25 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if problem is not None:
         raise problem
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
+
+
+def describing_ahead(target: Target, stack: ExitStack) -> Cluster | None:
+    """A live cluster (a bootstrap server) already reading its identity and state in a thread
+    while the manifests load: the broker's work (0.8-1.45 s of CPU for 100k entities on real
+    Kafka) overlaps kqplan's. Reads only, and nothing it finds is judged (guard, version, errors)
+    before the manifests are valid; a target that cannot be opened is reported in its usual
+    place, after them. None for a snapshot or the in-process sandbox (same process: no gain)."""
+    if target.state is not None or target.sandbox:
+        return None
+    try:
+        live = stack.enter_context(open_cluster(target))
+    except KqplanError:
+        return None  # opened again after the manifests load, which raises it in order
+    from kqplan.cluster.kafka import KafkaCluster
+
+    if isinstance(live, KafkaCluster):
+        live.describe_ahead()
+    return live
 
 
 def _impact(plan: Plan, actual: QuotaState | None, principals: Sequence[Principal] | None) -> Impact | None:
