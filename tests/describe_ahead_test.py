@@ -1,8 +1,9 @@
-"""``kqplan plan`` (and ``apply`` of manifests) against a bootstrap server describes the cluster in a thread while the
-manifests load (commands/plan.py ``_describing_ahead``, ``KafkaCluster.describe_ahead``): the
-describe is in flight before the manifests are compiled, it is sent once, a retriable error in
-its answer asks again, and nothing found online — a silent broker, a refused connection — ever
-delays or hides an error in the manifests. Over TCP, against the sandbox broker."""
+"""``kqplan plan`` (and ``apply`` of manifests) against a bootstrap server sends the describe
+from a thread while the manifests load (commands/plan.py ``describing_ahead``,
+``KafkaCluster.describe_ahead``): the describe is in flight before the manifests are compiled,
+it is sent once, a retriable error in its answer asks again, and nothing found online — a
+silent broker, a refused connection — ever delays or hides an error in the manifests. Over
+TCP, against the sandbox broker."""
 
 from __future__ import annotations
 
@@ -25,24 +26,31 @@ DESCRIBE = 48
 SEED = {Entity.user("alice"): {"producer_byte_rate": 1024.0}}
 
 
-def _manifests(tmp_path: Path, body: str = "  - user: alice\n    quotas: {producer_byte_rate: 2048}\n") -> Path:
+ALICE = "  - user: alice\n    quotas: {producer_byte_rate: 2048}\n"
+
+
+def _manifests(tmp_path: Path, body: str = ALICE) -> Path:
     write_manifest(tmp_path / "m" / "q.yaml", "entities:\n" + body)
     return tmp_path / "m"
+
+
+def _waiting(load: Any, sb: Sandbox, seen: list[bool]) -> Any:
+    """``load`` that first waits (10 s at most) for a describe to reach the broker, noting if one did."""
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 10
+        while not sb.requests_of(DESCRIBE) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(bool(sb.requests_of(DESCRIBE)))
+        return load(*args, **kwargs)
+
+    return waiting
 
 
 def test_the_describe_is_in_flight_while_the_manifests_load(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    load = plan_command.load_checked
     with Sandbox.start(SandboxConfig(port=0, seed=SEED)) as sb:
-        def waiting(*args: Any, **kwargs: Any) -> Any:
-            deadline = time.monotonic() + 10
-            while not sb.requests_of(DESCRIBE) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            seen.append(bool(sb.requests_of(DESCRIBE)))
-            return load(*args, **kwargs)
-
-        monkeypatch.setattr(plan_command, "load_checked", waiting)
+        monkeypatch.setattr(plan_command, "load_checked", _waiting(plan_command.load_checked, sb, seen))
         result = run_cli("plan", _manifests(tmp_path), "--bootstrap-server", sb.bootstrap)
         assert seen == [True], "no describe reached the broker while the manifests loaded"
         assert result.exit_code == 0, result.stderr
@@ -51,18 +59,11 @@ def test_the_describe_is_in_flight_while_the_manifests_load(tmp_path: Path,
         assert len(sb.requests_of(DESCRIBE)) == 1
 
 
-def test_apply_describes_while_the_manifests_load_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_apply_describes_while_the_manifests_load_too(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    load = apply_command.load_checked
     with Sandbox.start(SandboxConfig(port=0, seed=SEED)) as sb:
-        def waiting(*args: Any, **kwargs: Any) -> Any:
-            deadline = time.monotonic() + 10
-            while not sb.requests_of(DESCRIBE) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            seen.append(bool(sb.requests_of(DESCRIBE)))
-            return load(*args, **kwargs)
-
-        monkeypatch.setattr(apply_command, "load_checked", waiting)
+        monkeypatch.setattr(apply_command, "load_checked", _waiting(apply_command.load_checked, sb, seen))
         result = run_cli("apply", _manifests(tmp_path), "--bootstrap-server", sb.bootstrap, "--auto-approve")
         assert seen == [True]
         assert result.exit_code == 0, result.stderr
@@ -74,7 +75,8 @@ def test_a_manifest_error_in_apply_does_not_wait_for_a_silent_broker(tmp_path: P
     bad = _manifests(tmp_path, "  - user: alice\n    quotas: {producer_bytes_rate: 1}\n")
     started = time.monotonic()
     result = run_cli("apply", bad, "--bootstrap-server", silent_broker, "--auto-approve")
-    assert result.exit_code == 1 and "producer_bytes_rate" in result.stderr
+    assert result.exit_code == 1
+    assert "producer_bytes_rate" in result.stderr
     assert time.monotonic() - started < 5
 
 
@@ -130,7 +132,8 @@ def test_a_manifest_error_does_not_wait_for_a_silent_broker(tmp_path: Path, sile
     took = time.monotonic() - started
     assert result.exit_code == 1
     assert "unknown quota key 'producer_bytes_rate'" in result.stderr
-    assert "no answer" not in result.stderr and "Traceback" not in result.stderr
+    assert "no answer" not in result.stderr
+    assert "Traceback" not in result.stderr
     assert took < 5, f"the manifest error waited {took:.1f} s for the broker (request timeout 30 s)"
 
 
@@ -144,10 +147,12 @@ def test_a_refused_connection_comes_after_the_manifests(tmp_path: Path) -> None:
     bad = run_cli("plan", _manifests(tmp_path / "bad", "  - user: ''\n    quotas: {producer_byte_rate: 1}\n"),
                   "--bootstrap-server", address)
     assert bad.exit_code == 1
-    assert "KQP101" in bad.stderr and address not in bad.stderr
+    assert "KQP101" in bad.stderr
+    assert address not in bad.stderr
     good = run_cli("plan", _manifests(tmp_path / "good"), "--bootstrap-server", address)
     assert good.exit_code == 1
-    assert address in good.stderr and "Traceback" not in good.stderr
+    assert address in good.stderr
+    assert "Traceback" not in good.stderr
 
 
 def test_a_target_that_cannot_be_opened_is_reported_after_the_manifests(tmp_path: Path) -> None:
@@ -155,4 +160,5 @@ def test_a_target_that_cannot_be_opened_is_reported_after_the_manifests(tmp_path
     missing = tmp_path / "nope.properties"
     result = run_cli("plan", bad, "--bootstrap-server", "127.0.0.1:1", "--command-config", missing)
     assert result.exit_code == 1
-    assert "producer_bytes_rate" in result.stderr and "nope.properties" not in result.stderr
+    assert "producer_bytes_rate" in result.stderr
+    assert "nope.properties" not in result.stderr

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kqplan.config import ProjectConfig
-from kqplan.manifest import slices
 from kqplan.entity import Entity
+from kqplan.manifest import slices
 from kqplan.manifest.compile import DesiredState, load_desired
 from kqplan.manifest.loader import ALIAS_LIMITS, _plain_entities
 from tests.manifest.fast_compile_test import entries, summary
@@ -90,7 +90,8 @@ def test_each_slice_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     path = tmp_path / "q.yaml"
     path.write_text(text_of(PLAIN, indent=True, notes=[], tail=False))
     state = load_desired([path], ProjectConfig())
-    assert len(state.quotas) == 10 and not state.errors
+    assert len(state.quotas) == 10
+    assert not state.errors
     assert len(parsed) == 4 == len(set(parsed))
 
 
