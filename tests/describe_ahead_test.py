@@ -162,3 +162,21 @@ def test_a_target_that_cannot_be_opened_is_reported_after_the_manifests(tmp_path
     assert result.exit_code == 1
     assert "producer_bytes_rate" in result.stderr
     assert "nope.properties" not in result.stderr
+
+
+@pytest.mark.parametrize("principals", [False, True])
+def test_a_broker_that_fails_the_identity_is_tried_once_as_usual(tmp_path: Path, principals: bool) -> None:
+    """The thread's attempts at the identity (3) are the command's: its failure is raised by the
+    next call, whichever it is (describe first with --principals), not tried 3 more times."""
+    from kqplan.sandbox import Drop
+
+    config = SandboxConfig(port=0, seed=SEED, faults=(Fault("metadata", drop=Drop.BEFORE),))
+    extra: list[str | Path] = []
+    if principals:
+        (tmp_path / "who.txt").write_text("user,client-id\nalice,app\n")
+        extra = ["--principals", tmp_path / "who.txt"]
+    with Sandbox.start(config) as sb:
+        result = run_cli("plan", _manifests(tmp_path), "--bootstrap-server", sb.bootstrap, *extra)
+        assert result.exit_code == 1
+        assert "Traceback" not in result.stderr
+        assert len(sb.requests_of(3)) == 3  # Metadata, dropped each time

@@ -97,9 +97,6 @@ class KafkaCluster:
 
     def identity(self) -> ClusterIdentity:
         self._join()
-        if self._identity is None and self._ahead_error is not None:
-            error, self._ahead_error = self._ahead_error, None
-            raise error  # the thread's attempts were the attempts: not as many again
         return self._read_identity()
 
     def _read_identity(self) -> ClusterIdentity:
@@ -123,7 +120,7 @@ class KafkaCluster:
     def _send_ahead(self) -> None:
         try:
             self._read_identity()
-        except BaseException as exc:  # raised again in the caller's thread (not retried twice)
+        except BaseException as exc:  # raised in the caller's thread by its next call (_join)
             self._ahead_error = exc
         else:
             # on failure describe() sends it again, and reports what fails as it always does
@@ -137,9 +134,14 @@ class KafkaCluster:
                     self.transport.close()
 
     def _join(self) -> None:
+        """Wait for the thread; raise what stopped it reading the identity (its attempts were
+        the attempts: a dead broker is not tried as many times again)."""
         if self._worker is not None:
             self._worker.join()
             self._worker = None
+        if self._ahead_error is not None:
+            error, self._ahead_error = self._ahead_error, None
+            raise error
 
     def _take_ahead(self, *, use: bool) -> Ahead | None:
         """The describe the thread sent, to ``use``; else its answer is read and dropped (one
