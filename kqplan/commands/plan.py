@@ -103,7 +103,8 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     ident = cluster.identity()
     check_inventory_id(entry, ident.cluster_id, ident.address)
     check_guard(desired, ident.cluster_id, ident.address, config)
-    check_versions(desired, ClusterProfile.of(ident.version, ident.mode))  # before any describe
+    # before the describe is read (a describe sent ahead is left unread when this refuses)
+    check_versions(desired, ClusterProfile.of(ident.version, ident.mode))
     if actual is None:
         actual = cluster.describe()
     ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode)
@@ -280,7 +281,9 @@ def describing_ahead(target: Target, stack: ExitStack) -> Cluster | None:
     while the manifests load: the broker's work (0.8-1.45 s of CPU for 100k entities on real
     Kafka) overlaps kqplan's. Reads only, and nothing it finds is judged (guard, version, errors)
     before the manifests are valid; a target that cannot be opened is reported in its usual
-    place, after them. None for a snapshot or the in-process sandbox (same process: no gain)."""
+    place, after them. So a describe is sent even when the manifests turn out invalid, or
+    refused by the cluster's version rules; its answer is then never read. None for a snapshot
+    or the in-process sandbox (same process: no gain)."""
     if target.state is not None or target.sandbox:
         return None
     try:
