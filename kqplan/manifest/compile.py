@@ -647,8 +647,7 @@ class _Compiler:
             saved.restore(self)
         self.journal = None
         for entity in [e for e, o in state.origins.items() if o.source is mark.source]:
-            self.saved(entity)._replace(origin=None, quotas=None, metadata=None, removed=None,
-                                        sets=(False, False, False)).restore(self)
+            _Saved(entity, None, None, None, None, (False, False, False)).restore(self)  # gone
         del self.pending[mark.pending:]
         for name in list(self.profiles)[mark.profiles:]:
             del self.profiles[name]

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.generate import manifest_text
+from benchmarks.manifest_memory import write
 
-BAD_TAIL = "  - user: zzz-bad\n    quotas: {producer_byte_rate: 0}\n"
 MEASURE = ("import json, resource, subprocess, sys\n"
            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
            "print(json.dumps([done.returncode, done.stdout + done.stderr,\n"
@@ -31,21 +30,11 @@ def peak_of_validate(path: Path) -> tuple[int, str, float]:
     return code, output, kib / 1024
 
 
-def write(directory: Path, n: int, files: int) -> tuple[Path, float]:
-    text = manifest_text(n) + BAD_TAIL
-    if files == 1:
-        path = directory / "big.yaml"
-        path.write_text(text)
-        return path, len(text) / 2**20
-    header, _, body = text.partition("entities:\n")
-    entries = body.split("\n  - ")
-    per = -(-len(entries) // files)
-    for f in range(files):
-        chunk = "\n  - ".join(entries[f * per:(f + 1) * per])
-        if f > 0:
-            chunk = "  - " + chunk
-        (directory / f"q{f:02d}.yaml").write_text(f"{header}entities:\n{chunk.rstrip()}\n")
-    return directory, len(text) / 2**20
+def written(directory: Path, n: int, files: int) -> tuple[Path, float]:
+    """The benchmark's input (N entities and the bad one, in ``files`` files) and its size in MiB."""
+    path = write(directory, n, files)
+    size = sum(p.stat().st_size for p in (path.iterdir() if path.is_dir() else [path]))
+    return path, size / 2**20
 
 
 @pytest.mark.parametrize(("n", "files", "factor"), [
@@ -55,7 +44,7 @@ def write(directory: Path, n: int, files: int) -> tuple[Path, float]:
 ])
 def test_validate_peaks_under_64_mib_plus_a_multiple_of_the_input(n: int, files: int, factor: int,
                                                                   tmp_path: Path) -> None:
-    path, mib = write(tmp_path, n, files)
+    path, mib = written(tmp_path, n, files)
     code, output, peak = peak_of_validate(path)
     assert code == 1, output[-2000:]
     assert "KQP112" in output, output[-2000:]
