@@ -762,6 +762,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     # kqplan uses no pydantic plugin; looking for them scans every installed distribution's
     # entry points (~15 ms of each command's start-up).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if argv is None:  # the console script: it ends with _exit_now
+        from kqplan.perf import exit_without_freeing
+
+        exit_without_freeing()
     try:
         args = optional_values(sys.argv[1:] if argv is None else argv)
         with _only_named(args):

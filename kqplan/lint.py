@@ -129,13 +129,14 @@ def _shadow_diagnostic(desired: DesiredState, s: Shadowing) -> Diagnostic | None
 
 def _prefix_diagnostics(desired: DesiredState, only: Collection[Entity] | None) -> list[Diagnostic]:
     out = []
-    origins = desired.origins.items() if only is None else (
-        (e, desired.origins[e]) for e in only if e in desired.origins)
-    for entity, origin in origins:
+    for entity in desired.origins if only is None else only:  # the name first: 100k entities
         if not entity:
             continue
         entity_type, name = entity[0]  # a user is always the first pair
         if entity_type != USER or name is None or not name.startswith(PRINCIPAL_PREFIX):
+            continue
+        origin = desired.origins.get(entity)
+        if origin is None:
             continue
         bare = name.removeprefix(PRINCIPAL_PREFIX)
         out.append(resolve(origin.source, Pending(

@@ -7,6 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+class _Held:
+    objects: list[object] | None = None
+    """What :func:`keep` holds; None until :func:`exit_without_freeing`."""
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many small acyclic objects.
@@ -23,3 +28,17 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def exit_without_freeing() -> None:
+    """Declare that the process ends with ``os._exit`` (the console script): from now on
+    :func:`keep` holds what it is given instead of letting it be freed."""
+    _Held.objects = []
+
+
+def keep(*objects: object) -> None:
+    """Hold ``objects`` until a process that ends with ``os._exit`` ends, so they are never
+    freed one by one (a 100k-entity plan's state and changes: 20-30 ms when the command
+    returns); a no-op in any other process (tests, a library caller)."""
+    if _Held.objects is not None:
+        _Held.objects.extend(objects)

@@ -38,6 +38,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import MetadataRequest
 
+from kqplan import __version__
 from kqplan.cluster.connection import ConnectionConfig, OAuthSettings
 from kqplan.cluster.kerberos import KerberosSettings, install
 from kqplan.errors import KqplanError
@@ -259,15 +260,6 @@ def _bytes_variant(request_class: Any) -> Any:
 
 # -- the transport -----------------------------------------------------------------------------
 
-def _software_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kqplan")
-    except Exception:  # not installed (running from a checkout): any valid token will do
-        return "0"
-
-
 class KafkaTransport:
     """A lazily opened connection to one broker reached through the bootstrap list.
 
@@ -284,7 +276,7 @@ class KafkaTransport:
         if config.oauth is not None:
             kwargs["sasl_oauth_token_provider"] = _TokenProvider(
                 config.oauth, config.request_timeout_ms / 1000)
-        kwargs.update(client_software_name="kqplan", client_software_version=_software_version(),
+        kwargs.update(client_software_name="kqplan", client_software_version=__version__,
                       # The event loop runs only inside our calls: no background re-auth races,
                       # and decoding a 10 MB answer is expected to "block" it.
                       slow_task_threshold_secs=0, max_in_flight_requests_per_connection=1)

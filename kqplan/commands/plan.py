@@ -17,6 +17,7 @@ from kqplan.diagnostics import Diagnostic, DiagnosticsError, render_text
 from kqplan.entity import Entity
 from kqplan.errors import ExitCode, KqplanError
 from kqplan.manifest.compile import DesiredState, load_desired
+from kqplan.perf import keep
 from kqplan.plan import ClusterRef, Plan, diff
 from kqplan.planfile import dumps_plan
 from kqplan.render import MAX_COMMENT_CHARS, RENDERERS, Format
@@ -113,6 +114,7 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
                   origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
                   metadata=desired.metadata)
     invalid = invalid_state_notes(actual, {c.entity for c in result.changes})
+    keep(actual)
     return replace(result, notes=(*result.notes, *invalid)) if invalid else result
 
 
@@ -128,10 +130,12 @@ def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list
     def refused(key: str, value: float) -> bool:
         return key in QUOTA_KEYS and (math.isnan(value) or value_error(key, value) is not None)
 
-    # A cluster repeats a few values: judge each distinct (key, value) once, walk the entities
-    # only when one is refused.
+    # A cluster repeats a few values (the decoder shares one dict among entities with the same
+    # ones): judge each distinct dict's (key, value) once, walk the entities only when one is
+    # refused.
+    distinct = {id(quotas): quotas for quotas in actual.values()}.values()
     if not any(itertools.starmap(refused, set(itertools.chain.from_iterable(
-            map(operator.methodcaller("items"), actual.values()))))):
+            map(operator.methodcaller("items"), distinct))))):
         return []
     notes = []
     for entity, quotas in actual.items():
@@ -273,6 +277,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     problem = unmanaged_problem(result, config, guardrails)
     if problem is not None:
         raise problem
+    keep(actual, result, saved)
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
 
 

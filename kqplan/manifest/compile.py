@@ -9,6 +9,8 @@ address, and an entity with no quotas is refused (list it nowhere, or prune it).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -42,6 +44,7 @@ from kqplan.manifest.loader import (
     iter_load,
     resolve,
 )
+from kqplan.manifest.plain import PlainEntries
 from kqplan.manifest.slices import SlicedEntries, Unsliceable
 from kqplan.metadata import Metadata
 from kqplan.ownership import Ownership, ScopePattern
@@ -296,6 +299,9 @@ class _Compiler:
         doc_meta = _metadata(loaded.raw.get("metadata"))
         plain = self.add_plain if doc_meta is None else None
         entries = loaded.raw.get("entities") or []
+        if plain is not None and entries.__class__ is PlainEntries and self.add_plain_list(source, entries,
+                                                                                          layer):
+            return
         for i, raw in enumerate(entries):
             # Each parsed entry is let go once compiled (nothing reads it later; positions come
             # from the text): the parsed and compiled forms of a 100k-entity file are not both
@@ -392,6 +398,71 @@ class _Compiler:
         if DEFAULT_NAME in (user, client):
             state.with_default.add(entity)
         return True
+
+    def add_plain_list(self, source: SourceFile, entries: PlainEntries, layer: int) -> bool:
+        """A list read from its text (:mod:`kqplan.manifest.plain`), all at once: what
+        :meth:`add_plain` does per entry, for a file whose entries are all new and all of whose
+        quotas blocks are valid (one compiled dict per block). Anything else — a repeat, an
+        override, a value to report, even a warning — answers False having changed nothing, and
+        the entry-by-entry path takes the file: the one place rules and messages live."""
+        tiers: dict[str, dict[str, float]] = {}
+        for block, quotas_raw in entries.tiers.items():
+            quotas = self.quiet_quotas(source, quotas_raw)
+            if quotas is None:
+                return False
+            tiers[block] = quotas
+        users, clients, only = entries.users, entries.clients, entries.only_clients
+        named = DEFAULT_NAME not in users and DEFAULT_NAME not in clients and DEFAULT_NAME not in only
+        # the names are plain (see plain.py): printable, no escape; "<default>" only if not `named`
+        entities = [canonical(((USER, u), (CLIENT_ID, c)) if c is not None else ((USER, u),) if u is not None
+                              else ((CLIENT_ID, o),))
+                    for u, c, o in zip(users, clients, only, strict=True)] if named else [
+            canonical(((USER, _name(u)), (CLIENT_ID, _name(c))) if c is not None else ((USER, _name(u)),)
+                      if u is not None else ((CLIENT_ID, _name(o)),))
+            for u, c, o in zip(users, clients, only, strict=True)]
+        state = self.state
+        origins = state.origins
+        if not origins.keys().isdisjoint(entities):  # an entity overridden away keeps its origin
+            return False  # a repeat or an override: the entry-by-entry path reports or merges it
+        # Origin(source, i, layer) built by tuple.__new__ in C (a named tuple's own __new__ is a
+        # Python function: 100k calls)
+        fields = zip(itertools.repeat(source), range(len(entities)), itertools.repeat(layer),
+                     itertools.repeat(None), strict=False)
+        known = len(origins)
+        origins.update(zip(entities, map(_ORIGIN_NEW, fields), strict=True))
+        if len(origins) != known + len(entities):  # an entity listed twice in the file
+            for entity in entities:
+                origins.pop(entity, None)  # all were new: the rest are as they were
+            return False
+        state.quotas.update(zip(entities, map(tiers.__getitem__, entries.blocks), strict=True))
+        if not named:
+            state.with_default.update(e for e in entities if e.has_default)
+        return True
+
+    def quiet_quotas(self, source: SourceFile, quotas_raw: dict[str, Any]) -> dict[str, float] | None:
+        """Plain quotas of a user/client-id entry as :meth:`add_plain` compiles them (shared by
+        their parsed items); None, reporting nothing, for anything to report (the entry-by-entry
+        path reports it where it is)."""
+        items = tuple(quotas_raw.items())
+        quotas = self.shared.get(items)
+        if quotas is not None:
+            return quotas
+        reported = len(self.pending)
+        quotas = {}
+        for key, value_raw in items:
+            name = _CLIENT_KEY_NAMES.get(key)
+            cache_key = (key, value_raw.__class__, value_raw)
+            fresh = cache_key not in self.values
+            value = None if name is None else self.value(source, ("entities",), key, value_raw)
+            if name is None or value is None or len(self.pending) > reported:
+                del self.pending[reported:]
+                if fresh:  # a value cached with a warning (2^53 itself) would warn no more
+                    self.values.pop(cache_key, None)
+                return None
+            quotas[name] = value
+        if len(self.shared) < _SHARED_LIMIT:
+            self.shared[items] = quotas
+        return quotas
 
     def add_entry(self, source: SourceFile, loc: Loc, entity: Entity, raw: dict[str, Any], *,
                   layer: int, doc_meta: Metadata | None) -> None:
@@ -664,6 +735,12 @@ class _Compiler:
 
 
 _SHARED_LIMIT = 4096  # distinct quota sets kept for sharing: a manifest of unique values pays little
+_ORIGIN_NEW = functools.partial(tuple.__new__, Origin)
+
+
+def _name(text: str | None) -> Name:
+    """A name as read from a plain list (:mod:`kqplan.manifest.plain`): ``<default>`` is None."""
+    return None if text == DEFAULT_NAME else text
 
 
 _V = TypeVar("_V")

@@ -471,15 +471,22 @@ def validate_model(source: SourceFile, raw: dict[str, Any]
 _NO_ENTRIES: list[Any] = []
 
 
-def _sliced(source: SourceFile, diagnostics: list[Diagnostic]) -> tuple[ManifestHead, dict[str, Any]] | None:
-    """A big file whose document-level fields are plainly valid, its entities to be read a slice
-    at a time (:mod:`kqplan.manifest.slices`); None for every other file, which is parsed whole."""
+def _read_apart(source: SourceFile, diagnostics: list[Diagnostic]
+                ) -> tuple[ManifestHead, dict[str, Any]] | None:
+    """A file whose document-level fields are plainly valid and whose entities are read without
+    parsing the file whole: a plain list straight from the text (:mod:`kqplan.manifest.plain`),
+    or a big file's a slice at a time (:mod:`kqplan.manifest.slices`); None for every other
+    file, which is parsed whole."""
+    from kqplan.manifest.plain import PLAIN_FILE_CHARS, read_plain
     from kqplan.manifest.slices import BIG_FILE_CHARS, read_sliced
 
-    if len(source.text) < BIG_FILE_CHARS or too_deep(source.text) is not None:
+    size = len(source.text)
+    if size < min(PLAIN_FILE_CHARS, BIG_FILE_CHARS) or too_deep(source.text) is not None:
         return None
-    return read_sliced(source.text, _plain_entities, ALIAS_LIMITS,
-                       lambda: _checked(source, parse_yaml(source), diagnostics))
+    if size >= BIG_FILE_CHARS:
+        return read_sliced(source.text, _plain_entities, ALIAS_LIMITS,
+                           lambda: _checked(source, parse_yaml(source), diagnostics))
+    return read_plain(source.text, ALIAS_LIMITS)
 
 
 def _checked(source: SourceFile, parsed: tuple[Any, Diagnostic | None],
@@ -517,15 +524,15 @@ def iter_load(paths: Sequence[Path], config: ProjectConfig,
             continue
         read.append(SourceFile.of(str(path), text))
     sources = [item for item in read if isinstance(item, SourceFile)]
-    sliced = {id(s): r for s in sources if (r := _sliced(s, diagnostics)) is not None}
-    parsed = parse_ahead([s for s in sources if id(s) not in sliced])
+    apart = {id(s): r for s in sources if (r := _read_apart(s, diagnostics)) is not None}
+    parsed = parse_ahead([s for s in sources if id(s) not in apart])
     try:
         for item in read:  # in file order, as the files were found
             if isinstance(item, Diagnostic):
                 diagnostics.append(item)
                 continue
-            if id(item) in sliced:
-                head, raw = sliced.pop(id(item))
+            if id(item) in apart:
+                head, raw = apart.pop(id(item))
                 yield LoadedManifest(item, head, raw)
                 continue
             loaded = _checked(item, next(parsed), diagnostics)

@@ -94,6 +94,27 @@ def read_sliced(text: str, plain_entities: Callable[[list[Any]], bool], alias_li
     """The document-level fields and the raw document (its ``entities`` a :class:`SlicedEntries`)
     of a big manifest whose document-level fields are plainly valid; None whenever the
     whole-file path must decide at once."""
+    found = entity_list(text)
+    if found is None:
+        return None
+    head, first, item, end = found
+    read = document_head(text, head, end, alias_limits)
+    if read is None:
+        return None
+    document, raw = read
+    later = re.compile(re.escape(item)).finditer(text, first)
+    starts = [first, *[m.start() + 1 for m in later]]
+    per = SLICE_ITEMS
+    bounds = [(starts[i], starts[i + per] if i + per < len(starts) else end, min(per, len(starts) - i))
+              for i in range(0, len(starts), per)]
+    raw["entities"] = SlicedEntries(text, bounds, alias_limits, plain_entities, whole)
+    return document, raw
+
+
+def entity_list(text: str) -> tuple[re.Match[str], int, str, int] | None:
+    """Where a block-style ``entities:`` list is: its head line, its first item's offset, the
+    newline and prefix that start every item, and where the list ends; None for another layout,
+    or anything between the head line and the first item."""
     head = ENTITIES_HEAD.search(text)
     if head is None:
         return None
@@ -103,16 +124,22 @@ def read_sliced(text: str, plain_entities: Callable[[list[Any]], bool], alias_li
     # Scans in C, each a literal search (a line-anchored regex over 9 MiB cost 60-85 ms apiece).
     # What they do not rule out — a second `entities:`, an item on its own line (`-` then a
     # nested block), a key between items — makes the blanked document refuse to parse (yaml_rs
-    # refuses a duplicate key) or a slice parse to other than its counted items: Unsliceable.
+    # refuses a duplicate key), or the items read apart differ from what the callers expect.
     item = "\n" + first.group(0)
-    later = re.compile(re.escape(item)).finditer(text, first.start())
-    starts = [first.start(), *[m.start() + 1 for m in later]]
+    last = max(text.rfind(item), first.start() - 1) + 1
     # The list ends at the first line after its last item that is not deeper, blank or a comment.
     block_end = re.compile(rf"^(?!{re.escape(first.group(1))} |[ \t]*(?:#|\r?$))", re.M).search(
-        text, starts[-1] + len(item) - 1)
-    end = len(text) if block_end is None else block_end.start()
-    blanked = (text[:head.start()] + "entities: []" + "\n" * text.count("\n", head.end(), end)
-               + text[end:])
+        text, last + len(item) - 1)
+    return head, first.start(), item, len(text) if block_end is None else block_end.start()
+
+
+def document_head(text: str, head: re.Match[str], end: int, alias_limits: Any
+                  ) -> tuple[ManifestHead, dict[str, Any]] | None:
+    """The document with its entity list (``head`` to ``end``) blanked, same line numbers: its
+    document-level fields and raw form, when they are plainly valid; else None."""
+    rest = text[end:]  # with the lines before it numbered as in the file (for its errors)
+    blanked = text[:head.start()] + "entities: []" + ("\n" * text.count("\n", head.end(), end) + rest
+                                                       if rest else "")
     try:
         raw = yaml_rs.loads(blanked, parse_datetime=False, alias_limits=alias_limits)
     except yaml_rs.YAMLDecodeError:
@@ -122,8 +149,4 @@ def read_sliced(text: str, plain_entities: Callable[[list[Any]], bool], alias_li
     document = plain_head(raw)
     if document is None:
         return None
-    per = SLICE_ITEMS
-    bounds = [(starts[i], starts[i + per] if i + per < len(starts) else end, min(per, len(starts) - i))
-              for i in range(0, len(starts), per)]
-    raw["entities"] = SlicedEntries(text, bounds, alias_limits, plain_entities, whole)
     return document, raw
