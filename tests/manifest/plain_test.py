@@ -19,7 +19,7 @@ from kqplan.manifest import loader, plain, slices
 from kqplan.manifest.compile import _Compiler, load_desired
 from kqplan.manifest.loader import ALIAS_LIMITS
 from tests.helpers import write_manifest
-from tests.manifest.streaming_test import outcome
+from tests.manifest.streaming_test import outcome, write_layers
 
 GOOD_NAMES = ["alice", "bob", "svc-1", "a.b_c", "x@y.io", "<default>"]
 ODD_NAMES = ["null", "True", "FALSE", "yes", "n", "Infinity", "1abc", "0x1F", "12", "\\<default>", "é",
@@ -109,12 +109,7 @@ def _load(paths: list[Path], *, plain_text: bool, monkeypatch: pytest.MonkeyPatc
 @given(layers=st.lists(st.lists(manifest(), min_size=1, max_size=3), min_size=1, max_size=2))
 def test_reading_the_text_equals_parsing_it(layers: list[list[str]], tmp_path_factory: pytest.TempPathFactory,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    work = tmp_path_factory.mktemp("layers")
-    paths = []
-    for n, files in enumerate(layers):
-        for i, text in enumerate(files):
-            write_manifest(work / f"l{n}" / f"q{i}.yaml", text)
-        paths.append(work / f"l{n}")
+    paths = write_layers(tmp_path_factory.mktemp("layers"), layers)
     header = "apiVersion: kqplan/v1\nkind: ClientQuotas\n"
     read = sum(plain.read_plain(header + text, ALIAS_LIMITS) is not None
                for files in layers for text in files)

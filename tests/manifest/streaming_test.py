@@ -53,6 +53,16 @@ def all_profiles_first(paths: list[Path], config: ProjectConfig) -> DesiredState
     return state
 
 
+def write_layers(work: Path, layers: list[list[str]]) -> list[Path]:
+    """Each layer's manifests in a directory of its own, in order: the paths to load."""
+    paths = []
+    for n, files in enumerate(layers):
+        for i, text in enumerate(files):
+            write_manifest(work / f"l{n}" / f"q{i}.yaml", text)
+        paths.append(work / f"l{n}")
+    return paths
+
+
 def outcome(state: DesiredState) -> tuple[object, ...]:
     return (state.quotas, {e: (o.source.path, o.entry, o.layer, o.display) for e, o in state.origins.items()},
             state.absent, state.protected, state.metadata, state.with_default, state.ownership, state.files,
@@ -106,12 +116,7 @@ def manifest(draw: st.DrawFn) -> str:
 def test_streaming_equals_all_profiles_first(layers: list[list[str]], threads: bool, slice_items: int,
                                              tmp_path_factory: pytest.TempPathFactory,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    work = tmp_path_factory.mktemp("layers")
-    paths = []
-    for n, files in enumerate(layers):
-        for i, text in enumerate(files):
-            write_manifest(work / f"l{n}" / f"q{i}.yaml", text)
-        paths.append(work / f"l{n}")
+    paths = write_layers(tmp_path_factory.mktemp("layers"), layers)
     config = ProjectConfig()
     with monkeypatch.context() as m:
         m.setattr(slices, "BIG_FILE_CHARS", 1 << 62)
