@@ -277,7 +277,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     problem = unmanaged_problem(result, config, guardrails)
     if problem is not None:
         raise problem
-    keep(actual, result, saved)
+    keep(result, saved)  # the state: compute_plan keeps it
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
 
 

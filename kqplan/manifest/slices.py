@@ -3,7 +3,7 @@
 Parsing a whole document builds a Python object for every scalar: ~13× the file's size for an
 entity list, the peak of a `validate` of a big file (issue 16). A file over
 :data:`BIG_FILE_CHARS` whose ``entities:`` is a block list is read here instead: the document
-with the list's lines blanked (same line numbers) is parsed at once, and the list
+with the list replaced by `entities: []` is parsed at once, and the list
 (:class:`SlicedEntries`) a slice of :data:`SLICE_ITEMS` entries at a time, as compile iterates it:
 each slice is parsed once, shape-checked, compiled and dropped. A slice this path is not sure of
 — a YAML error, an alias across slices, an entry of unusual shape, an item count that does not
@@ -135,11 +135,10 @@ def entity_list(text: str) -> tuple[re.Match[str], int, str, int] | None:
 
 def document_head(text: str, head: re.Match[str], end: int, alias_limits: Any
                   ) -> tuple[ManifestHead, dict[str, Any]] | None:
-    """The document with its entity list (``head`` to ``end``) blanked, same line numbers: its
-    document-level fields and raw form, when they are plainly valid; else None."""
-    rest = text[end:]  # with the lines before it numbered as in the file (for its errors)
-    blanked = text[:head.start()] + "entities: []" + ("\n" * text.count("\n", head.end(), end) + rest
-                                                       if rest else "")
+    """The document with its entity list (``head`` to ``end``) as ``entities: []``: its
+    document-level fields and raw form, when they are plainly valid; else None (no error of this
+    parse is reported: the whole-file parse locates it)."""
+    blanked = text[:head.start()] + "entities: []\n" + text[end:]  # `end` starts a line
     try:
         raw = yaml_rs.loads(blanked, parse_datetime=False, alias_limits=alias_limits)
     except yaml_rs.YAMLDecodeError:
