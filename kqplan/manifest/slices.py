@@ -3,7 +3,7 @@
 Parsing a whole document builds a Python object for every scalar: ~13× the file's size for an
 entity list, the peak of a `validate` of a big file (issue 16). A file over
 :data:`BIG_FILE_CHARS` whose ``entities:`` is a block list is read here instead: the document
-with the list replaced by `entities: []` is parsed at once, and the list
+with the list replaced by ``entities: []`` is parsed at once, and the list
 (:class:`SlicedEntries`) a slice of :data:`SLICE_ITEMS` entries at a time, as compile iterates it:
 each slice is parsed once, shape-checked, compiled and dropped. A slice this path is not sure of
 — a YAML error, an alias across slices, an entry of unusual shape, an item count that does not
