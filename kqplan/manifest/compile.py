@@ -297,16 +297,26 @@ class _Compiler:
     def add_entities(self, loaded: LoadedManifest, layer: int = 0) -> None:
         source = loaded.source
         doc_meta = _metadata(loaded.raw.get("metadata"))
-        plain = self.add_plain if doc_meta is None else None
         entries = loaded.raw.get("entities") or []
-        if plain is not None and entries.__class__ is PlainEntries and self.add_plain_list(source, entries,
-                                                                                          layer):
+        if entries.__class__ is SlicedEntries:
+            for base, piece in entries.slices():
+                self.add_list(source, piece, layer, doc_meta, base)
+        else:
+            self.add_list(source, entries, layer, doc_meta)
+
+    def add_list(self, source: SourceFile, entries: Any, layer: int, doc_meta: Metadata | None,
+                 base: int = 0) -> None:
+        """Entity entries of ``source``, the first at index ``base``: in bulk when read from the
+        text and all new and valid, else one by one."""
+        plain = self.add_plain if doc_meta is None else None
+        if plain is not None and entries.__class__ is PlainEntries and self.add_plain_list(
+                source, entries, layer, base):
             return
-        for i, raw in enumerate(entries):
+        for i, raw in enumerate(entries, base):
             # Each parsed entry is let go once compiled (nothing reads it later; positions come
             # from the text): the parsed and compiled forms of a 100k-entity file are not both
             # held at the peak (measured: 260 -> 214 MiB for a 12 MiB file, benchmarks/manifest_memory.py).
-            entries[i] = None
+            entries[i - base] = None
             if plain is not None and raw.keys() <= _PLAIN_FIELDS and plain(source, i, raw, layer):
                 continue
             loc: Loc = ("entities", i)
@@ -399,7 +409,7 @@ class _Compiler:
             state.with_default.add(entity)
         return True
 
-    def add_plain_list(self, source: SourceFile, entries: PlainEntries, layer: int) -> bool:
+    def add_plain_list(self, source: SourceFile, entries: PlainEntries, layer: int, base: int = 0) -> bool:
         """A list read from its text (:mod:`kqplan.manifest.plain`), all at once: what
         :meth:`add_plain` does per entry, for a file whose entries are all new and all of whose
         quotas blocks are valid (one compiled dict per block). Anything else — a repeat, an
@@ -426,7 +436,7 @@ class _Compiler:
             return False  # a repeat or an override: the entry-by-entry path reports or merges it
         # Origin(source, i, layer) built by tuple.__new__ in C (a named tuple's own __new__ is a
         # Python function: 100k calls)
-        fields = zip(itertools.repeat(source), range(len(entities)), itertools.repeat(layer),
+        fields = zip(itertools.repeat(source), range(base, base + len(entities)), itertools.repeat(layer),
                      itertools.repeat(None), strict=False)
         known = len(origins)
         origins.update(zip(entities, map(_ORIGIN_NEW, fields), strict=True))

@@ -9,8 +9,11 @@ pydantic, which locates every error.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml_rs
 
 API_VERSION = "kqplan/v1"
 KIND = "ClientQuotas"
@@ -85,3 +88,21 @@ def plain_head(raw: dict[Any, Any]) -> ManifestHead | None:
             for name, values in profiles.items()):
         return None
     return ManifestHead(cluster, head_ownership, profiles)
+
+
+def document_head(text: str, head: re.Match[str], end: int, alias_limits: Any
+                  ) -> tuple[ManifestHead, dict[str, Any]] | None:
+    """The document with its entity list (``head`` to ``end``) as ``entities: []``: its
+    document-level fields and raw form, when they are plainly valid; else None (no error of this
+    parse is reported: the whole-file parse locates it)."""
+    blanked = text[:head.start()] + "entities: []\n" + text[end:]  # `end` starts a line
+    try:
+        raw = yaml_rs.loads(blanked, parse_datetime=False, alias_limits=alias_limits)
+    except yaml_rs.YAMLDecodeError:
+        return None
+    if raw.__class__ is not dict or raw.get("entities") != []:
+        return None
+    document = plain_head(raw)
+    if document is None:
+        return None
+    return document, raw

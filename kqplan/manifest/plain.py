@@ -11,16 +11,17 @@ Big manifests are mostly machine-written lists of one shape (``kqplan export`` w
           producer_byte_rate: 1048576
 
 Parsing that builds a Python object for every scalar, and compile then reads them one by one
-(0.5 s for 100k entities). A file of :data:`PLAIN_FILE_CHARS` or more (and under the size that is
-read in slices) whose *whole* list has that shape is read here by one regex split instead. Each
-item is a ``user`` line and/or a ``client-id`` line, in that order, then ``quotas:`` with
-``key: value`` pairs of plain values, in a flow mapping on its line or one per line below it;
-names are letters, digits and ``._@-``, start with a letter and spell no YAML keyword, or are
-``<default>``; nothing else anywhere in the list (a comment, quote, blank line, tab, CR, anchor,
-other field, other order). Every name so spelled is the string YAML reads (core schema or 1.1),
-and each distinct ``quotas`` text (files repeat a few tiers) is parsed by yaml_rs itself, once,
-so the entries equal what the whole parse gives (``tests/manifest/plain_test.py`` compares the
-two on generated files). A file with anything else in its list is parsed whole, as before.
+(0.5 s for 100k entities). A file of :data:`PLAIN_FILE_CHARS` or more whose *whole* list has
+that shape is read here by one regex split instead (a file big enough to be read in slices,
+each slice of that shape: :mod:`kqplan.manifest.slices`). Each item is a ``user`` line and/or a
+``client-id`` line, in that order, then ``quotas:`` with ``key: value`` pairs of plain values,
+in a flow mapping on its line or one per line below it; names are letters, digits and
+``._@-``, start with a letter and spell no YAML keyword, or are ``<default>``; nothing else
+anywhere in the list (a comment, quote, blank line, tab, CR, anchor, other field, other order).
+Every name so spelled is the string YAML reads (core schema or 1.1), and each distinct
+``quotas`` text (files repeat a few tiers) is parsed by yaml_rs itself, once, so the entries
+equal what the whole parse gives (``tests/manifest/plain_test.py`` compares the two on
+generated files, whole and sliced). A list with anything else in it is parsed, as before.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from typing import Any
 
 import yaml_rs
 
-from kqplan.manifest.head import ManifestHead
-from kqplan.manifest.slices import document_head, entity_list
+from kqplan.manifest.head import ManifestHead, document_head
+from kqplan.manifest.items import entity_list
 
 PLAIN_FILE_CHARS = 64 << 10
 """Files from this size are tried here (a small file parses in well under a millisecond)."""
@@ -86,11 +87,25 @@ def read_plain(text: str, alias_limits: Any) -> tuple[ManifestHead, dict[str, An
     if found is None:
         return None
     head, first, item, end = found
-    entry = _entry_pattern(len(item) - 3)  # "\n", the item's column, "- "
-    # Cheapest refusal first: most files that are not plain show it in their first entry.
-    if entry.match(text, first) is None:
+    entries = plain_entries(text, first, end, len(item) - 3, alias_limits)  # "\n", the column, "- "
+    if entries is None:
         return None
-    listed = text[first:end]
+    read = document_head(text, head, end, alias_limits)
+    if read is None:
+        return None
+    document, raw = read
+    raw["entities"] = entries
+    return document, raw
+
+
+def plain_entries(text: str, start: int, end: int, indent: int, alias_limits: Any) -> PlainEntries | None:
+    """The items of a block list at column ``indent`` that ``text[start:end]`` holds (whole
+    items, from the first's ``-``), when all are plain; None otherwise."""
+    entry = _entry_pattern(indent)
+    # Cheapest refusal first: most lists that are not plain show it in their first entry.
+    if entry.match(text, start) is None:
+        return None
+    listed = text[start:end]
     if not listed.endswith("\n"):  # the last line of the file, unterminated
         listed += "\n"
     pieces = entry.split(listed)
@@ -105,12 +120,7 @@ def read_plain(text: str, alias_limits: Any) -> tuple[ManifestHead, dict[str, An
     tiers = _tiers(blocks, alias_limits)
     if tiers is None:
         return None
-    read = document_head(text, head, end, alias_limits)
-    if read is None:
-        return None
-    document, raw = read
-    raw["entities"] = PlainEntries(users, clients, only, blocks, tiers)
-    return document, raw
+    return PlainEntries(users, clients, only, blocks, tiers)
 
 
 @functools.cache

@@ -5,9 +5,10 @@ entity list, the peak of a `validate` of a big file (issue 16). A file over
 :data:`BIG_FILE_CHARS` whose ``entities:`` is a block list is read here instead: the document
 with the list replaced by ``entities: []`` is parsed at once, and the list
 (:class:`SlicedEntries`) a slice of :data:`SLICE_ITEMS` entries at a time, as compile iterates it:
-each slice is parsed once, shape-checked, compiled and dropped. A slice this path is not sure of
-— a YAML error, an alias across slices, an entry of unusual shape, an item count that does not
-match the line scan — raises :class:`Unsliceable` midway through the compile, which then undoes
+each slice is read from its text when plain (:mod:`kqplan.manifest.plain`), else parsed once and
+shape-checked, then compiled and dropped. A slice this path is not sure of — a YAML error, an
+alias across slices, an entry of unusual shape, an item count that does not match the line
+scan — raises :class:`Unsliceable` midway through the compile, which then undoes
 what the file added and reads it whole (:meth:`SlicedEntries.whole`), locating every problem
 exactly as if it had never been sliced.
 """
@@ -20,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml_rs
 
-from kqplan.manifest.head import ManifestHead, plain_head
-from kqplan.manifest.items import ENTITIES_HEAD, ITEM
+from kqplan.manifest.head import ManifestHead, document_head
+from kqplan.manifest.items import entity_list
+from kqplan.manifest.plain import PlainEntries, plain_entries
 
 if TYPE_CHECKING:
     from kqplan.manifest.loader import LoadedManifest
@@ -37,15 +39,16 @@ class Unsliceable(Exception):
 
 
 class SlicedEntries:
-    """A file's entity list, parsed a slice at a time as it is iterated (what compile does)."""
+    """A file's entity list, read a slice at a time as it is iterated (what compile does)."""
 
-    __slots__ = ("_alias_limits", "_bounds", "_count", "_plain", "_text", "whole")
+    __slots__ = ("_alias_limits", "_bounds", "_count", "_indent", "_plain", "_text", "whole")
 
-    def __init__(self, text: str, bounds: list[tuple[int, int, int]], alias_limits: Any,
+    def __init__(self, text: str, bounds: list[tuple[int, int, int]], *, indent: int, alias_limits: Any,
                  plain: Callable[[list[Any]], bool], whole: Callable[[], LoadedManifest | None]) -> None:
-        """``bounds``: each slice's start and end offsets in ``text`` and how many items it holds."""
+        """``bounds``: each slice's start and end offsets in ``text`` and how many items it holds,
+        items at column ``indent``."""
         self._text, self._bounds, self._count = text, bounds, sum(n for _, _, n in bounds)
-        self._alias_limits, self._plain = alias_limits, plain
+        self._indent, self._alias_limits, self._plain = indent, alias_limits, plain
         self.whole = whole
         """The file read whole: its manifest, or None after reporting why (the loader's)."""
 
@@ -53,27 +56,38 @@ class SlicedEntries:
         return self._count
 
     def __iter__(self) -> Iterator[Any]:
-        """Each entry, a slice parsed at a time; :class:`Unsliceable` where a slice is unusual."""
-        for items in self._parsed():
+        """Each entry, a slice read at a time; :class:`Unsliceable` where a slice is unusual."""
+        for _, items in self.slices():
+            yield from items
+
+    def slices(self) -> Iterator[tuple[int, PlainEntries | list[Any]]]:
+        """Each slice's first index and entries, in order: read from its text when plain (see
+        :mod:`kqplan.manifest.plain`), else parsed; :class:`Unsliceable` for a slice that is
+        neither plain nor plain entries when parsed alone."""
+        base = 0
+        for items in self._read():
             if items is None:
                 raise Unsliceable
-            yield from items
+            yield base, items
+            base += len(items)
             del items
 
     def check(self) -> bool:
-        """Whether every slice is usual (each parsed and let go in turn), for a caller that must
+        """Whether every slice is usual (each read and let go in turn), for a caller that must
         know before it starts (compile reading the rest of the files for a profile)."""
-        return all(items is not None for items in self._parsed())
+        return all(items is not None for items in self._read())
 
-    def _parsed(self) -> Iterator[list[Any] | None]:
-        """Each slice's entries, or None for a slice that is not plain entries when parsed alone."""
+    def _read(self) -> Iterator[PlainEntries | list[Any] | None]:
+        """Each slice's entries, or None for a slice that is not plain entries when read alone."""
+        text, indent, limits = self._text, self._indent, self._alias_limits
         for start, end, expected in self._bounds:
-            items = _parse_slice(self._text, start, end, self._alias_limits)
+            plain = plain_entries(text, start, end, indent, limits)
+            if plain is not None:  # its items are the slice's (no line of one starts an item)
+                yield plain
+                continue
+            items = _parse_slice(text, start, end, limits)
             yield items if items is not None and len(items) == expected and self._plain(items) else None
             del items
-
-    def __setitem__(self, index: int, value: object) -> None:
-        """Compile lets each entry go once compiled: a slice already is."""
 
 
 def _parse_slice(text: str, start: int, end: int, alias_limits: Any) -> list[Any] | None:
@@ -89,7 +103,7 @@ def _parse_slice(text: str, start: int, end: int, alias_limits: Any) -> list[Any
     return items
 
 
-def read_sliced(text: str, plain_entities: Callable[[list[Any]], bool], alias_limits: Any,
+def read_sliced(text: str, plain_shape: Callable[[list[Any]], bool], alias_limits: Any,
                 whole: Callable[[], LoadedManifest | None]) -> tuple[ManifestHead, dict[str, Any]] | None:
     """The document-level fields and the raw document (its ``entities`` a :class:`SlicedEntries`)
     of a big manifest whose document-level fields are plainly valid; None whenever the
@@ -107,45 +121,6 @@ def read_sliced(text: str, plain_entities: Callable[[list[Any]], bool], alias_li
     per = SLICE_ITEMS
     bounds = [(starts[i], starts[i + per] if i + per < len(starts) else end, min(per, len(starts) - i))
               for i in range(0, len(starts), per)]
-    raw["entities"] = SlicedEntries(text, bounds, alias_limits, plain_entities, whole)
-    return document, raw
-
-
-def entity_list(text: str) -> tuple[re.Match[str], int, str, int] | None:
-    """Where a block-style ``entities:`` list is: its head line, its first item's offset, the
-    newline and prefix that start every item, and where the list ends; None for another layout,
-    or anything between the head line and the first item."""
-    head = ENTITIES_HEAD.search(text)
-    if head is None:
-        return None
-    first = ITEM.search(text, head.end())
-    if first is None or text[head.end():first.start()].strip("\r\n"):
-        return None  # something between `entities:` and its first item: let the parser judge
-    # Scans in C, each a literal search (a line-anchored regex over 9 MiB cost 60-85 ms apiece).
-    # What they do not rule out — a second `entities:`, an item on its own line (`-` then a
-    # nested block), a key between items — makes the blanked document refuse to parse (yaml_rs
-    # refuses a duplicate key), or the items read apart differ from what the callers expect.
-    item = "\n" + first.group(0)
-    last = max(text.rfind(item), first.start() - 1) + 1
-    # The list ends at the first line after its last item that is not deeper, blank or a comment.
-    block_end = re.compile(rf"^(?!{re.escape(first.group(1))} |[ \t]*(?:#|\r?$))", re.M).search(
-        text, last + len(item) - 1)
-    return head, first.start(), item, len(text) if block_end is None else block_end.start()
-
-
-def document_head(text: str, head: re.Match[str], end: int, alias_limits: Any
-                  ) -> tuple[ManifestHead, dict[str, Any]] | None:
-    """The document with its entity list (``head`` to ``end``) as ``entities: []``: its
-    document-level fields and raw form, when they are plainly valid; else None (no error of this
-    parse is reported: the whole-file parse locates it)."""
-    blanked = text[:head.start()] + "entities: []\n" + text[end:]  # `end` starts a line
-    try:
-        raw = yaml_rs.loads(blanked, parse_datetime=False, alias_limits=alias_limits)
-    except yaml_rs.YAMLDecodeError:
-        return None
-    if raw.__class__ is not dict or raw.get("entities") != []:
-        return None
-    document = plain_head(raw)
-    if document is None:
-        return None
+    raw["entities"] = SlicedEntries(text, bounds, indent=len(item) - 3, alias_limits=alias_limits,
+                                    plain=plain_shape, whole=whole)
     return document, raw

@@ -98,9 +98,13 @@ def manifest(draw: st.DrawFn) -> str:
     return text[:-1] if draw(st.integers(0, 9)) == 0 else text  # no newline at the end
 
 
-def _load(paths: list[Path], *, plain_text: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+def _load(paths: list[Path], *, plain_text: bool, monkeypatch: pytest.MonkeyPatch,
+          sliced: bool = False) -> tuple[object, ...]:
+    """The outcome read whole, or with plain lists read from their text (``sliced``: every file
+    read in slices of 2 entries, each slice from its text when plain)."""
     with monkeypatch.context() as m:
-        m.setattr(slices, "BIG_FILE_CHARS", 1 << 62)
+        m.setattr(slices, "BIG_FILE_CHARS", 0 if sliced else 1 << 62)
+        m.setattr(slices, "SLICE_ITEMS", 2)
         m.setattr(plain, "PLAIN_FILE_CHARS", 0 if plain_text else 1 << 62)
         return outcome(load_desired(paths, ProjectConfig()))
 
@@ -114,8 +118,9 @@ def test_reading_the_text_equals_parsing_it(layers: list[list[str]], tmp_path_fa
     read = sum(plain.read_plain(header + text, ALIAS_LIMITS) is not None
                for files in layers for text in files)
     event(f"files read from their text: {min(read, 2)}+")
-    assert _load(paths, plain_text=True, monkeypatch=monkeypatch) == _load(paths, plain_text=False,
-                                                                          monkeypatch=monkeypatch)
+    whole = _load(paths, plain_text=False, monkeypatch=monkeypatch)
+    assert _load(paths, plain_text=True, monkeypatch=monkeypatch) == whole
+    assert _load(paths, plain_text=True, sliced=True, monkeypatch=monkeypatch) == whole
 
 
 PLAIN_FILE = """\
@@ -158,6 +163,40 @@ def test_a_plain_file_is_compiled_without_a_parse(tmp_path: Path, monkeypatch: p
     assert state.with_default == {any_client, batch}
     assert [o.display for o in state.origins.values()] == [f"{tmp_path / 'q.yaml'}:{line}:5"
                                                            for line in (4, 6, 10, 12)]
+
+
+def test_each_slice_of_a_big_file_is_read_from_its_text(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big file's plain slices are added in bulk, unparsed; a slice that is not plain (a
+    comment) is parsed alone, and the rest of the file still read from its text."""
+    monkeypatch.setattr(slices, "BIG_FILE_CHARS", 0)
+    monkeypatch.setattr(slices, "SLICE_ITEMS", 2)
+    parsed: list[str] = []
+    parse = slices._parse_slice
+
+    def counted(text: str, start: int, end: int, limits: object) -> object:
+        parsed.append(text[start:end])
+        return parse(text, start, end, limits)
+
+    monkeypatch.setattr(slices, "_parse_slice", counted)
+    monkeypatch.setattr(loader, "parse_yaml", lambda source: pytest.fail(f"{source.path} parsed whole"))
+    added: list[bool] = []
+    bulk = _Compiler.add_plain_list
+
+    def bulk_counted(self: _Compiler, *args: object) -> bool:
+        added.append(bulk(self, *args))  # type: ignore[arg-type]
+        return added[-1]
+
+    monkeypatch.setattr(_Compiler, "add_plain_list", bulk_counted)
+    path = write_manifest(tmp_path / "q.yaml", PLAIN_FILE + PLAIN_FILE.replace("alice", "carol").replace(
+        "<default>", "dan").removeprefix("entities:\n"))
+    whole = outcome(load_desired([path], ProjectConfig()))
+    assert (added, parsed) == ([True] * 4, [])
+    path.write_text(path.read_text().replace("  - user: carol\n", "  - user: carol  # b\n", 1))
+    assert outcome(load_desired([path], ProjectConfig()))[:2] == whole[:2]
+    assert added[4:] == [True, True, True]
+    assert len(parsed) == 1
+    assert "# b" in parsed[0]
 
 
 @pytest.mark.parametrize("name", ["null", "Null", "TRUE", "false", "yes", "on", "n", "NaN", "inf",
