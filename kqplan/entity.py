@@ -219,6 +219,6 @@ class Entity(_Pairs):
         return self.display
 
 
-canonical: Callable[[tuple[tuple[str, Name], ...]], Entity] = functools.partial(_new_tuple, Entity)
+canonical: Callable[[Iterable[tuple[str, Name]]], Entity] = functools.partial(_new_tuple, Entity)
 """:meth:`Entity.canonical` as a C call: decoding a describe or compiling manifests builds one
-entity per entry, mostly of a single pair."""
+entity per entry, mostly of a single pair (from a list as well: the tuple is made once)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,42 @@ def test_scope_patterns_match_like_a_non_strict_filter_and_defaults_explicitly()
 def test_nan_on_the_cluster_is_equal_to_nan_like_kafka_compares():
     e = entity(user="a")
     assert not plan_of({e: {"request_percentage": math.nan}}, {e: {"request_percentage": math.nan}}).changes
+
+
+def test_changes_between_shared_quota_dicts_share_their_ops():
+    """States share one dict per tier: the ops of a pair of dicts are computed once."""
+    gold, silver = {"producer_byte_rate": 2.0}, {"producer_byte_rate": 1.0, "x": 3.0}
+    names = [f"u{i}" for i in range(4)]
+    plan = plan_of({entity(user=n): gold for n in names}, {entity(user=n): silver for n in names})
+    assert len({id(c.ops) for c in plan.changes}) == 1
+    assert plan.changes[0].ops == (Op("producer_byte_rate", 2.0), Op("x", None))
+
+
+class _Fresh(Mapping[Entity, dict[str, float]]):
+    """A state that builds a new dict at every read: NaN (equal to the manifest's, so unchanged
+    and freed at once, its id free for reuse) for even users, 5 for odd ones."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __getitem__(self, key: Entity) -> dict[str, float]:
+        odd = int(key.parts[0][1][1:]) % 2
+        return {"request_percentage": 5.0 if odd else float("nan")}
+
+    def __iter__(self) -> Iterator[Entity]:
+        return (entity(user=f"u{i}") for i in range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_ops_are_never_those_of_a_freed_dict():
+    """Dicts that are built and freed one by one may reuse an id: the cached ops stay right."""
+    n = 400
+    want = {"request_percentage": math.nan}
+    plan = plan_of({entity(user=f"u{i}"): want for i in range(n)}, _Fresh(n))
+    assert sorted(c.display for c in plan.changes) == sorted(f"{{user=u{i}}}" for i in range(1, n, 2))
+    assert plan.unchanged == n // 2
 
 
 def test_plan_file_round_trip_preserves_everything():

@@ -191,8 +191,8 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
         if m == 3 and parts[0][0] == CLIENT_ID:  # Kafka's HashMap order; Entity's is user first
             parts.reverse()
         # one pair, or user and client-id in order (most entities), need no canonical check
-        entity = canonical(tuple(parts)) if m == 2 or (m == 3 and parts[0][0] == USER and parts[1][0] ==
-                                                      CLIENT_ID) else Entity(parts)
+        entity = canonical(parts) if m == 2 or (m == 3 and parts[0][0] == USER and parts[1][0] ==
+                                                CLIENT_ID) else Entity(parts)
         layout = layouts.get(b[p:p + 3])  # the values count, first key's length and first byte
         if layout is not None and p + layout.size <= end:
             # Entries whose Values bytes repeat an earlier entry's share its dict (clusters use
