@@ -139,11 +139,8 @@ entities:
 """
 
 
-def test_a_plain_file_is_compiled_without_a_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No whole parse, and one bulk add: the path is really taken (the differential test above
-    would pass if it never were)."""
-    monkeypatch.setattr(plain, "PLAIN_FILE_CHARS", 0)
-    monkeypatch.setattr(loader, "parse_yaml", lambda source: pytest.fail(f"{source.path} parsed whole"))
+def bulk_adds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What each bulk add (``add_plain_list``) answers, in order, from now on."""
     added: list[bool] = []
     bulk = _Compiler.add_plain_list
 
@@ -152,6 +149,15 @@ def test_a_plain_file_is_compiled_without_a_parse(tmp_path: Path, monkeypatch: p
         return added[-1]
 
     monkeypatch.setattr(_Compiler, "add_plain_list", counted)
+    return added
+
+
+def test_a_plain_file_is_compiled_without_a_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No whole parse, and one bulk add: the path is really taken (the differential test above
+    would pass if it never were)."""
+    monkeypatch.setattr(plain, "PLAIN_FILE_CHARS", 0)
+    monkeypatch.setattr(loader, "parse_yaml", lambda source: pytest.fail(f"{source.path} parsed whole"))
+    added = bulk_adds(monkeypatch)
     state = load_desired([write_manifest(tmp_path / "q.yaml", PLAIN_FILE)], ProjectConfig())
     assert added == [True]
     assert not state.diagnostics
@@ -180,14 +186,7 @@ def test_each_slice_of_a_big_file_is_read_from_its_text(tmp_path: Path,
 
     monkeypatch.setattr(slices, "_parse_slice", counted)
     monkeypatch.setattr(loader, "parse_yaml", lambda source: pytest.fail(f"{source.path} parsed whole"))
-    added: list[bool] = []
-    bulk = _Compiler.add_plain_list
-
-    def bulk_counted(self: _Compiler, *args: object) -> bool:
-        added.append(bulk(self, *args))  # type: ignore[arg-type]
-        return added[-1]
-
-    monkeypatch.setattr(_Compiler, "add_plain_list", bulk_counted)
+    added = bulk_adds(monkeypatch)
     path = write_manifest(tmp_path / "q.yaml", PLAIN_FILE + PLAIN_FILE.replace("alice", "carol").replace(
         "<default>", "dan").removeprefix("entities:\n"))
     whole = outcome(load_desired([path], ProjectConfig()))
