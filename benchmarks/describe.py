@@ -26,7 +26,7 @@ from kafka.protocol.admin import DescribeClientQuotasResponse as Response
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.decode import decode_describe_response
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
 from kqplan.perf import paused_gc
 
 RUNS = 5

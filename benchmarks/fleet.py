@@ -76,7 +76,7 @@ def measure(args: list[str], budget: int, cwd: Path) -> tuple[float, int, str]:
 def write_fleet(work: Path, clusters: int, n: int) -> Path:
     """``clusters`` inventory entries, each a manifest of N entities and a drifted snapshot."""
     from benchmarks.generate import drifted_state, manifest_text
-    from kqplan.state import write_snapshot
+    from kqplan.snapshot.file import write_snapshot
 
     manifest = work / f"manifests-{n}" / "quotas.yaml"
     if not manifest.exists():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kqplan.entity import Entity
-from kqplan.state import write_snapshot
+from kqplan.core.entity import Entity
+from kqplan.snapshot.file import write_snapshot
 
 
 def manifest_text(n: int) -> str:

@@ -103,7 +103,7 @@ def against(old: str, measures: list[tuple[str, Callable[[str | None], list[str]
 def write_fleet(directory: Path, n: int, files: int) -> tuple[Path, Path]:
     """``files`` manifests holding N entities together, and the drifted snapshot (generate.py)."""
     from benchmarks.generate import drifted_state, manifest_text
-    from kqplan.state import write_snapshot
+    from kqplan.snapshot.file import write_snapshot
 
     manifests = directory / f"m{n}"
     manifests.mkdir(parents=True, exist_ok=True)
@@ -147,13 +147,13 @@ def phases(manifests: Path, bootstrap: str) -> dict[str, float]:
     t0 = time.perf_counter()
     from kqplan.cluster.connection import config_from_properties
     from kqplan.cluster.kafka import KafkaCluster
-    from kqplan.commands.plan import check_versions, compute_plan, lint_warnings
-    from kqplan.config import ProjectConfig
+    from kqplan.config.model import ProjectConfig
+    from kqplan.core.versions import ClusterProfile
+    from kqplan.files import write_atomically
     from kqplan.manifest.compile import load_desired
     from kqplan.perf import paused_gc
-    from kqplan.planfile import dumps_plan
-    from kqplan.state import write_atomically
-    from kqplan.versions import ClusterProfile
+    from kqplan.pipeline.guarded import check_versions, compute_plan, lint_warnings
+    from kqplan.planfile.codec import dumps_plan
 
     imported = time.perf_counter() - t0
     result: dict[str, float] = {}
@@ -187,7 +187,7 @@ def sandbox_first_describe(seed: Path) -> float:
     """The sandbox's own time to answer a describe-all right after a committed alter."""
     from kqplan.sandbox import apis
     from kqplan.sandbox.engine import AlterEntry, QuotaEngine, WireOp
-    from kqplan.state import read_snapshot
+    from kqplan.snapshot.file import read_snapshot
 
     engine = QuotaEngine(read_snapshot(seed)[0])
     best = float("inf")

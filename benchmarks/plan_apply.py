@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.generate import write_fixture
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
+from kqplan.core.plan import ClusterRef, diff
+from kqplan.core.state import fingerprint
 from kqplan.manifest.compile import load_desired
 from kqplan.perf import paused_gc
-from kqplan.plan import ClusterRef, diff
-from kqplan.render import render_text
-from kqplan.state import fingerprint
+from kqplan.render.text import render_text
 
 RUNS = 3
 KQPLAN = Path(sys.executable).with_name("kqplan")

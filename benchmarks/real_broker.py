@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kqplan.cluster.base import Alteration, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
+from kqplan.core.cluster import Alteration, Op
+from kqplan.core.entity import Entity
 from tests.kafka.broker import (
     BROKER_JVM_OPTS,
     KafkaBroker,

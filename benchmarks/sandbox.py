@@ -19,7 +19,7 @@ from benchmarks.generate import desired_state
 from kqplan.perf import paused_gc
 from kqplan.sandbox import apis
 from kqplan.sandbox.engine import AlterEntry, QuotaEngine, WireOp
-from kqplan.state import read_snapshot, write_snapshot
+from kqplan.snapshot.file import read_snapshot, write_snapshot
 
 RUNS = 3
 

@@ -18,7 +18,7 @@ import yaml_rs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.generate import write_fixture
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.manifest.compile import compile_manifests, load_desired
 from kqplan.manifest.loader import ALIAS_LIMITS, load
 from kqplan.perf import paused_gc

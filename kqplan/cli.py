@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kqplan.console import Streams
-from kqplan.errors import ExitCode, KqplanError
+from kqplan.core.errors import ExitCode, KqplanError
 
 if TYPE_CHECKING:
-    from kqplan.config import ClusterEntry, ProjectConfig
-    from kqplan.target import Target
+    from kqplan.config.model import ClusterEntry, ProjectConfig
+    from kqplan.pipeline.target import Target
 
 # typer vendors click privately (typer._click); reach its exception types through public names.
 _UsageError: type[Exception] = next(
@@ -55,7 +55,7 @@ def _color() -> bool:
 
 
 def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
-    from kqplan.config import find_config, load_config  # pydantic: only when a command runs
+    from kqplan.config.reader import find_config, load_config  # pydantic: only when a command runs
 
     explicit: Path | None = _state["config"]
     if explicit is not None:
@@ -92,7 +92,7 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
         with paused_gc():
             return int(body())
     except KqplanError as exc:
-        from kqplan.diagnostics import DiagnosticsError
+        from kqplan.core.diagnostics import DiagnosticsError
 
         if json_errors:
             sys.stderr.write(_error_json(exc) + "\n")
@@ -120,7 +120,8 @@ def _error_json(exc: KqplanError) -> str:
     """``{"error": {"message", "hint", "diagnostics"}}``: the same facts as the text form."""
     import json
 
-    from kqplan.diagnostics import DiagnosticsError, render_json
+    from kqplan.core.diagnostics import DiagnosticsError
+    from kqplan.render.diagnostics import render_json
 
     diagnostics = json.loads(render_json(exc.diagnostics)) if isinstance(exc, DiagnosticsError) else []
     message = (f"{sum(d.is_error for d in exc.diagnostics)} error(s) in the input"
@@ -163,7 +164,7 @@ ConfigOpt = Annotated[Path | None, typer.Option(
 StateOpt = Annotated[Path | None, typer.Option(
     "--state", help="Plan against a snapshot file instead of a live cluster.", dir_okay=False,
     metavar="SNAPSHOT.json")]
-# The KQPLAN_* variables are read when the target opens (kqplan.target), not by typer: an
+# The KQPLAN_* variables are read when the target opens (kqplan.pipeline.target), not by typer: an
 # explicit --state or --sandbox must win over a bootstrap address exported in the shell.
 BootstrapOpt = Annotated[str | None, typer.Option(
     "--bootstrap-server", help="Kafka bootstrap HOST:PORT [env: KQPLAN_BOOTSTRAP_SERVER].",
@@ -179,7 +180,7 @@ SandboxOpt = Annotated[str | None, typer.Option(
 
 def _target(state: Path | None, bootstrap: str | None, command_config: Path | None,
             sandbox: str | None) -> Target:
-    from kqplan.target import Target
+    from kqplan.pipeline.target import Target
 
     return Target(state=state, bootstrap=bootstrap, command_config=command_config,
                   sandbox=sandbox is not None, sandbox_seed=Path(sandbox) if sandbox else None)
@@ -197,9 +198,9 @@ def validate(
     config: ConfigOpt = None,
 ) -> int:
     """Check manifests offline; report every problem with file:line:column."""
-    from kqplan.commands.inputs import declared_profile, manifest_paths
     from kqplan.commands.validate import DiagnosticFormat
     from kqplan.commands.validate import validate as command
+    from kqplan.pipeline.inputs import declared_profile, manifest_paths
 
     _use_config(config)
 
@@ -243,9 +244,9 @@ def plan(
     config: ConfigOpt = None,
 ) -> int:
     """Show what apply would change: manifests against one describe of the cluster."""
-    from kqplan.commands.plan import Guardrails
     from kqplan.commands.plan import plan as command
-    from kqplan.render import Format
+    from kqplan.pipeline.guarded import Guardrails
+    from kqplan.render.formats import Format
 
     _use_config(config)
     github = fmt == "github"
@@ -296,7 +297,7 @@ def apply(
 ) -> int:
     """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
     from kqplan.commands.apply import apply_command
-    from kqplan.commands.plan import Guardrails
+    from kqplan.pipeline.guarded import Guardrails
 
     _use_config(config)
 
@@ -333,7 +334,7 @@ def export(
 ) -> int:
     """Write manifests that reproduce the cluster and own it (adopt an existing cluster)."""
     from kqplan.commands.export import ExportFormat, export_command
-    from kqplan.export import SplitBy
+    from kqplan.manifest.export import SplitBy
 
     _use_config(config)
 
@@ -374,7 +375,7 @@ def describe(
 ) -> int:
     """Show configured quotas of the entities matching a filter (KIP-546 describe)."""
     from kqplan.commands.describe import DescribeFormat, describe_command
-    from kqplan.selectors import filter_from_flags
+    from kqplan.core.selectors import filter_from_flags
 
     _use_config(config)
 
@@ -412,7 +413,7 @@ def alter(
     """Change one entity's quotas directly (KIP-546 alter), checked offline first; prints
     before -> after."""
     from kqplan.commands.describe import AlterFormat, alter_command, parse_ops
-    from kqplan.selectors import entity_from_flags
+    from kqplan.core.selectors import entity_from_flags
 
     _use_config(config)
 
@@ -506,7 +507,7 @@ def sandbox(
 ) -> int:
     """Run the sandbox broker: a Kafka-wire client-quota broker that behaves like Kafka."""
     from kqplan.commands.sandbox import sandbox_command
-    from kqplan.sandbox import Flavor
+    from kqplan.sandbox.flavors import Flavor
 
     return run(lambda: sandbox_command(
         host=host, port=port, state=state, seed=seed, cluster_id=cluster_id, request_log=request_log,
@@ -580,8 +581,8 @@ def import_(
 ) -> int:
     """Pull entities from the cluster into the manifests (comments and formatting kept)."""
     from kqplan.commands.import_ import import_command
-    from kqplan.export import SplitBy
-    from kqplan.selectors import entity_from_flags
+    from kqplan.core.selectors import entity_from_flags
+    from kqplan.manifest.export import SplitBy
 
     _use_config(config)
 

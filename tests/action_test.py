@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kqplan.sandbox import Sandbox, SandboxConfig
-from kqplan.sandbox.broker import SaslUser
-from kqplan.state import read_snapshot
+from kqplan.sandbox.broker import Sandbox, SandboxConfig, SaslUser
+from kqplan.snapshot.file import read_snapshot
 from tests.helpers import REPO
 
 BIN = Path(sys.executable).parent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
 from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
 from tests.helpers import run_cli
 

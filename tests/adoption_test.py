@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.entity import Entity
-from kqplan.export import yaml_value
-from kqplan.sandbox import Sandbox, SandboxConfig
+from kqplan.core.entity import Entity
+from kqplan.manifest.export import yaml_value
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
 from tests.helpers import run_cli
 
 SEED = {

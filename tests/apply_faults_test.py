@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.entity import Entity
-from kqplan.sandbox import Drop, Fault, Sandbox, SandboxConfig
+from kqplan.core.entity import Entity
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox.faults import Drop, Fault
 from tests.helpers import run_cli, write_manifest
 
 
@@ -79,12 +80,13 @@ def test_read_after_write_lag_is_waited_out(sandbox, tmp_path):
 
 
 def test_lag_longer_than_the_verify_window_is_reported_unverified(sandbox):
-    from kqplan.apply import Status, VerifyPolicy
-    from kqplan.apply import apply as run_apply
+    from kqplan.apply.protocol import apply as run_apply
+    from kqplan.apply.verify import VerifyPolicy
     from kqplan.cluster.connection import config_from_properties
     from kqplan.cluster.kafka import KafkaCluster
-    from kqplan.ownership import Ownership
-    from kqplan.plan import ClusterRef, diff
+    from kqplan.core.ownership import Ownership
+    from kqplan.core.plan import ClusterRef, diff
+    from kqplan.core.report import Status
 
     sandbox.faults.lag_ms = 60_000
     desired = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("b"): {"producer_byte_rate": 2.0}}

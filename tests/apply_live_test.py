@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.cluster.base import ALL, Alteration, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.state import QuotaState
+from kqplan.core.cluster import ALL, Alteration, Op
+from kqplan.core.entity import Entity
+from kqplan.core.state import QuotaState
 from tests.cluster.proxy import CountingProxy
 from tests.helpers import REPO, Result, run_cli, write_manifest
 from tests.kafka.broker import KafkaSpec
@@ -88,7 +88,7 @@ def live(request) -> Iterator[Live]:
         broker = real_kafka_for(request, request.param)
         yield Live("real_kafka", broker.bootstrap, broker.sasl_bootstrap, dict(broker.users), broker.spec)
         return
-    from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
+    from kqplan.sandbox.broker import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 
     users = {"admin": "admin-pw", "reader": "reader-pw"}
     config = SandboxConfig(port=0, extra_listeners=(Listener(sasl=True),), users={

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kqplan.planfile import loads_plan
+from kqplan.planfile.codec import loads_plan
 from tests.helpers import REPO, run_cli, run_kqplan
 
 PAY = "examples/payments"

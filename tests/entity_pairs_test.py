@@ -9,8 +9,8 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kqplan.entity import CLIENT_ID, IP, USER, Entity, EntityKind
-from kqplan.state import fingerprint
+from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, EntityKind
+from kqplan.core.state import fingerprint
 
 types = st.sampled_from([USER, CLIENT_ID, IP, "group", "team"])
 names = st.one_of(st.none(), st.text(max_size=4))

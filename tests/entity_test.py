@@ -1,4 +1,4 @@
-from kqplan.entity import Entity, escape_name, unescape_name
+from kqplan.core.entity import Entity, escape_name, unescape_name
 
 
 def test_display_order_and_default():
@@ -15,7 +15,7 @@ def test_literal_default_name_is_escaped():
 
 
 def test_kind_and_canonical_order_however_built():
-    from kqplan.entity import EntityKind
+    from kqplan.core.entity import EntityKind
 
     assert Entity((("client-id", "c"), ("user", "u"))) == Entity.user_client("u", "c")
     assert Entity((("client-id", "c"), ("user", "u"))).parts == (("user", "u"), ("client-id", "c"))

@@ -8,11 +8,11 @@ import yaml_rs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.entity import Entity
-from kqplan.export import SplitBy, export, yaml_string
+from kqplan.config.model import ProjectConfig
+from kqplan.core.entity import Entity
 from kqplan.manifest.compile import load_desired
-from kqplan.state import write_snapshot
+from kqplan.manifest.export import SplitBy, export, yaml_string
+from kqplan.snapshot.file import write_snapshot
 from tests.helpers import run_cli
 
 TRICKY = ["<default>", "\\x", "user with spaces", "jörg-ünïcödé", "1e3", "0o17", "true", "null",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.entity import Entity
-from kqplan.export import export
-from kqplan.fmt import format_text
+from kqplan.config.model import ProjectConfig
+from kqplan.core.entity import Entity
 from kqplan.manifest.compile import load_desired
+from kqplan.manifest.export import export
+from kqplan.manifest.fmt import format_text
 from tests.export_test import TRICKY
 from tests.helpers import run_cli
 

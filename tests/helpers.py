@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,21 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.diagnostics import DiagnosticsError
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.impact import (
-    DefaultWarning,
-    KeyImpact,
-    Side,
-    blast_radius,
-    default_warnings,
-    impact_to_json,
-    render_impact_text,
-)
-from kqplan.ownership import Ownership
-from kqplan.plan import ClusterRef, diff
-from kqplan.principals import Principal, parse_principals, read_principals
+from kqplan.core.diagnostics import DiagnosticsError
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.impact import DefaultWarning, KeyImpact, Side, blast_radius, default_warnings
+from kqplan.core.ownership import Ownership
+from kqplan.core.plan import ClusterRef, diff
+from kqplan.core.principals import Principal, parse_principals
+from kqplan.pipeline.inputs import read_principals
+from kqplan.render.impact import impact_to_json, render_impact_text
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"

@@ -11,11 +11,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from kqplan.apply import Status
-from kqplan.diagnostics import Severity
-from kqplan.entity import Entity
-from kqplan.plan import Action
-from kqplan.sandbox import Sandbox, SandboxConfig
+from kqplan.core.diagnostics import Severity
+from kqplan.core.entity import Entity
+from kqplan.core.plan import Action
+from kqplan.core.report import Status
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
 from kqplan.sandbox.faults import Fault
 from tests.helpers import REPO, run_cli, write_manifest
 

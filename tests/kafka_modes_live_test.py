@@ -17,15 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.apply import Status, VerifyPolicy, apply
-from kqplan.cluster.base import ALL, Alteration, Op
+from kqplan.apply.protocol import apply
+from kqplan.apply.verify import VerifyPolicy
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.ownership import Ownership
-from kqplan.plan import ClusterRef, diff
-from kqplan.render import render_apply
-from kqplan.state import QuotaState
+from kqplan.core.cluster import ALL, Alteration, Op
+from kqplan.core.entity import Entity
+from kqplan.core.ownership import Ownership
+from kqplan.core.plan import ClusterRef, diff
+from kqplan.core.report import Status
+from kqplan.core.state import QuotaState
+from kqplan.render.apply import render_apply
 from tests.cluster.proxy import CountingProxy
 from tests.helpers import Result, run_cli, write_manifest
 from tests.kafka.configcommand import ConfigCommandError, Select

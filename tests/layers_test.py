@@ -3,8 +3,8 @@ origin in plan JSON, metadata merged label by label and ignored by the diff; san
 
 from __future__ import annotations
 
-from kqplan.entity import Entity
-from kqplan.sandbox import Sandbox, SandboxConfig
+from kqplan.core.entity import Entity
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 

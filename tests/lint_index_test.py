@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.lint import shadowed_keys
+from kqplan.config.model import ProjectConfig
+from kqplan.core.lint import shadowed_keys
 from kqplan.manifest.compile import load_desired
 from tests.helpers import write_manifest
 

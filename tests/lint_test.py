@@ -7,12 +7,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import Severity, render_text
-from kqplan.entity import Entity, Name
-from kqplan.lint import EMPTY_CLIENT_ID_ONLY, SHADOWED, USER_PREFIX, Shadowing, lint, shadowed_keys
+from kqplan.config.model import ProjectConfig
+from kqplan.core.diagnostics import Severity, render_text
+from kqplan.core.entity import Entity, Name
+from kqplan.core.lint import EMPTY_CLIENT_ID_ONLY, SHADOWED, USER_PREFIX, Shadowing, lint, shadowed_keys
+from kqplan.core.resolve import resolve
 from kqplan.manifest.compile import load_desired
-from kqplan.resolve import resolve
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"

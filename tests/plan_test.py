@@ -8,11 +8,11 @@ from collections.abc import Iterator, Mapping
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqplan.cluster.base import Op
-from kqplan.entity import Entity
-from kqplan.ownership import Ownership, ScopePattern
-from kqplan.plan import Action, ClusterRef, apply_ops, diff
-from kqplan.planfile import dumps_plan, loads_plan, plan_to_json
+from kqplan.core.cluster import Op
+from kqplan.core.entity import Entity
+from kqplan.core.ownership import Ownership, ScopePattern
+from kqplan.core.plan import Action, ClusterRef, apply_ops, diff
+from kqplan.planfile.codec import dumps_plan, loads_plan, plan_to_json
 from tests.helpers import entity
 
 REF = ClusterRef("c1", "snapshot:x")

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.ownership import Ownership
-from kqplan.plan import ClusterRef, Plan, diff
-from kqplan.planfile import _body, dumps_plan, loads_plan
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.ownership import Ownership
+from kqplan.core.plan import ClusterRef, Plan, diff
+from kqplan.planfile.codec import _body, dumps_plan, loads_plan
 
 CLUSTER = ClusterRef("abc", "h:9092", ">=2.6", "kraft")
 

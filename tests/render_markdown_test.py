@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from kqplan.entity import Entity
-from kqplan.impact import blast_radius
-from kqplan.ownership import Ownership, ScopePattern
-from kqplan.plan import ClusterRef, apply_ops, diff
-from kqplan.principals import Principal
-from kqplan.render import render_markdown
+from kqplan.core.entity import Entity
+from kqplan.core.impact import blast_radius
+from kqplan.core.ownership import Ownership, ScopePattern
+from kqplan.core.plan import ClusterRef, apply_ops, diff
+from kqplan.core.principals import Principal
+from kqplan.render.markdown import render_markdown
 from tests.helpers import run_cli, write_manifest
 
 

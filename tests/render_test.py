@@ -6,11 +6,14 @@ import json
 
 import pytest
 
-from kqplan.config import find_config
+from kqplan.config.reader import find_config
+from kqplan.core.plan import ClusterRef, diff
+from kqplan.core.state import fingerprint
 from kqplan.manifest.compile import load_desired
-from kqplan.plan import ClusterRef, diff
-from kqplan.render import render_json, render_markdown, render_text, show_value
-from kqplan.state import fingerprint, read_snapshot
+from kqplan.render.json import render_json
+from kqplan.render.markdown import render_markdown
+from kqplan.render.text import render_text, show_value
+from kqplan.snapshot.file import read_snapshot
 from tests.helpers import REPO, entity
 
 EXAMPLE = REPO / "examples" / "payments"
@@ -102,7 +105,7 @@ def test_json_is_design_3_3(example_plan):
 def test_no_changes():
     e = entity(user="a")
     plan = diff({e: {"producer_byte_rate": 1.0}}, {e: {"producer_byte_rate": 1.0}},
-                __import__("kqplan.ownership").ownership.Ownership(),
+                __import__("kqplan.core.ownership").core.ownership.Ownership(),
                 cluster=ClusterRef("c", "snapshot:x"), fingerprint="f")
     assert render_text(plan) == ("No changes. The cluster matches the manifests. "
                                  "(1 entity checked on cluster c (snapshot:x))\n")
@@ -123,8 +126,8 @@ def test_values_show_raw_numbers_with_units(key, value, shown):
 
 
 def test_apply_report_colours_markers_and_failures(example_plan):
-    from kqplan.apply import ApplyReport, Outcome, Status
-    from kqplan.render import render_apply
+    from kqplan.core.report import ApplyReport, Outcome, Status
+    from kqplan.render.apply import render_apply
 
     first, second = example_plan.changes[:2]
     report = ApplyReport(example_plan.cluster, (Outcome(first, Status.APPLIED),

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from kqplan.commands.resolve import parse_connection, resolve_command, resolve_output
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.state import write_snapshot
-from kqplan.target import Target
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.pipeline.target import Target
+from kqplan.snapshot.file import write_snapshot
 
 U, CL, UC = Entity.user, Entity.client, Entity.user_client
 

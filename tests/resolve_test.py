@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqplan.entity import Entity, EntityKind, Name
-from kqplan.quotas import CLIENT_KEYS, IP_KEYS
-from kqplan.resolve import (
+from kqplan.core.entity import Entity, EntityKind, Name
+from kqplan.core.quotas import CLIENT_KEYS, IP_KEYS
+from kqplan.core.resolve import (
     CLIENT_LEVELS,
     IP_LEVELS,
     Match,

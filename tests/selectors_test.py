@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kqplan.cluster.base import DescribeFilter, FilterComponent, MatchType
-from kqplan.errors import KqplanError
-from kqplan.selectors import entity_from_flags, filter_from_flags, matches, parse_names
+from kqplan.core.cluster import DescribeFilter, FilterComponent, MatchType
+from kqplan.core.errors import KqplanError
+from kqplan.core.selectors import entity_from_flags, filter_from_flags, matches, parse_names
 from tests.helpers import REPO, entity, run_cli
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kqplan.entity import Entity
-from kqplan.sandbox import Flavor, Sandbox, SandboxConfig
+from kqplan.core.entity import Entity
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox.flavors import Flavor
 from tests.helpers import run_cli, write_manifest
 
 FRACTION = """\

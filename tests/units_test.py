@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from pydantic import ByteSize
 
-from kqplan.units import MULTIPLIERS, UNITS, UnitError, parse_bytes
+from kqplan.core.units import MULTIPLIERS, UNITS, UnitError, parse_bytes
 
 
 def test_the_table_is_pydantics():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kqplan.entity import Entity
-from kqplan.versions import ClusterProfile, entity_problem, problems, value_problem
+from kqplan.core.entity import Entity
+from kqplan.core.versions import ClusterProfile, entity_problem, problems, value_problem
 from tests.helpers import run_cli, write_manifest
 
 ZK_39 = ClusterProfile.of("3.9", "zookeeper")

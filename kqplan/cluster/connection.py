@@ -43,7 +43,7 @@ from kqplan.cluster.keystores import (
 )
 from kqplan.cluster.properties import JaasConfig, Setting, interpolate, parse_jaas, parse_properties
 from kqplan.cluster.tls import Secret, TlsSettings, build_ssl_context, normalize_pem
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 
 ENV_BOOTSTRAP = "KQPLAN_BOOTSTRAP_SERVER"
 ENV_COMMAND_CONFIG = "KQPLAN_COMMAND_CONFIG"

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kqplan.entity import CLIENT_ID, USER, Entity, canonical
-from kqplan.state import QuotaState
+from kqplan.core.entity import CLIENT_ID, USER, Entity, canonical
+from kqplan.core.state import QuotaState
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from

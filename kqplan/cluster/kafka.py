@@ -23,7 +23,10 @@ from typing import Any, TypeVar
 
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from kqplan.cluster.base import (
+from kqplan.cluster.connection import ConnectionConfig, load_connection_config
+from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
+from kqplan.cluster.transport import Ahead, KafkaTransport, RawResponse, TransportError, UnsupportedApi
+from kqplan.core.cluster import (
     ALL,
     Alteration,
     AlterOutcomeUnknown,
@@ -32,13 +35,10 @@ from kqplan.cluster.base import (
     EntityResult,
     error_name,
 )
-from kqplan.cluster.connection import ConnectionConfig, load_connection_config
-from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
-from kqplan.cluster.transport import Ahead, KafkaTransport, RawResponse, TransportError, UnsupportedApi
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.state import QuotaState
 from kqplan.perf import paused_gc
-from kqplan.state import QuotaState
 
 log = logging.getLogger("kqplan.kafka")
 T = TypeVar("T")

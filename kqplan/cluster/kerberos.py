@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 
 INSTALL_HINT = (
     "pip install 'kqplan[kerberos]' (the gssapi package builds against MIT Kerberos: "

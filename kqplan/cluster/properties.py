@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 
 
 @dataclass(frozen=True, slots=True)

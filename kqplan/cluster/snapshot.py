@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kqplan.cluster.base import ALL, Alteration, ClusterIdentity, DescribeFilter, EntityResult
-from kqplan.errors import KqplanError
-from kqplan.state import QuotaState, load_snapshot
+from kqplan.core.cluster import ALL, Alteration, ClusterIdentity, DescribeFilter, EntityResult
+from kqplan.core.errors import KqplanError
+from kqplan.core.state import QuotaState
+from kqplan.snapshot.file import load_snapshot
 
 
 class SnapshotCluster:
@@ -27,7 +28,7 @@ class SnapshotCluster:
     def describe(self, flt: DescribeFilter = ALL) -> QuotaState:
         if flt == ALL:
             return {e: dict(q) for e, q in self._state.items()}
-        from kqplan.selectors import matches
+        from kqplan.core.selectors import matches
 
         return {e: dict(q) for e, q in self._state.items() if matches(flt, e)}
 

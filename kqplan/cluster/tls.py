@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 
 
 class Secret:

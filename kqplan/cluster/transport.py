@@ -41,7 +41,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kqplan import __version__
 from kqplan.cluster.connection import ConnectionConfig, OAuthSettings
 from kqplan.cluster.kerberos import KerberosSettings, install
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 
 log = logging.getLogger("kqplan.kafka")
 _GRACE_S = 2.0  # beyond kafka-python's own per-request timer, in case that timer never fires

@@ -7,28 +7,30 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from kqplan.apply import ApplyReport, apply, check_stale, report_to_json
-from kqplan.cluster.base import Cluster
-from kqplan.commands.inputs import manifest_paths
-from kqplan.commands.plan import (
+from kqplan.apply.protocol import apply, check_stale
+from kqplan.commands.plan import check_writable
+from kqplan.config.model import ClusterEntry, ProjectConfig
+from kqplan.console import Streams
+from kqplan.core.cluster import Cluster
+from kqplan.core.desired import DesiredState
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.plan import ClusterRef, Plan
+from kqplan.core.report import ApplyReport
+from kqplan.files import write_atomically
+from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
     Guardrails,
     check_inventory_id,
-    check_writable,
     compute_plan,
     describing_ahead,
     guardrail_problem,
     load_checked,
 )
-from kqplan.config import ClusterEntry, ProjectConfig
-from kqplan.console import Streams
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.manifest.compile import DesiredState
-from kqplan.plan import ClusterRef, Plan
-from kqplan.planfile import loads_plan
-from kqplan.render import render_apply, render_text
-from kqplan.state import write_atomically
-from kqplan.target import Target, open_cluster
+from kqplan.pipeline.inputs import manifest_paths
+from kqplan.pipeline.target import Target, open_cluster
+from kqplan.planfile.codec import loads_plan
+from kqplan.render.apply import render_apply, report_to_json
+from kqplan.render.text import render_text
 
 CONFIRM_WORD = "yes"
 

@@ -7,19 +7,19 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from kqplan.cluster.base import Alteration, DescribeFilter, FilterComponent, MatchType, Op, error_name
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.diagnostics import Diagnostic, DiagnosticsError, Span
-from kqplan.entity import Entity, escape_name
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.export import export
-from kqplan.plan import ops_between
-from kqplan.quotas import QUOTA_KEYS
-from kqplan.state import Quotas, QuotaState
-from kqplan.target import Target, open_cluster
-from kqplan.units import UnitError, format_number, parse_bytes
-from kqplan.versions import ClusterProfile
+from kqplan.core.cluster import Alteration, DescribeFilter, FilterComponent, MatchType, Op, error_name
+from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, Span
+from kqplan.core.entity import Entity, escape_name
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.plan import ops_between
+from kqplan.core.quotas import QUOTA_KEYS
+from kqplan.core.state import Quotas, QuotaState
+from kqplan.core.units import UnitError, format_number, parse_bytes
+from kqplan.core.versions import ClusterProfile
+from kqplan.manifest.export import export
+from kqplan.pipeline.target import Target, open_cluster
 
 
 class DescribeFormat(StrEnum):
@@ -62,8 +62,8 @@ def describe_command(target: Target, flt: DescribeFilter, *, fmt: DescribeFormat
         cluster_id = ident.cluster_id
         state = cluster.describe(flt)
     if fmt is DescribeFormat.TEXT:  # which cluster, on stderr: stdout stays KIP-546's data
-        from kqplan.plan import ClusterRef
-        from kqplan.render import target_line
+        from kqplan.core.plan import ClusterRef
+        from kqplan.render.text import target_line
 
         streams.warn("# " + target_line(ClusterRef(cluster_id, ident.address, ident.version, ident.mode)))
     if not state and fmt is DescribeFormat.TEXT:
@@ -112,8 +112,9 @@ def check_offline(entity: Entity, ops: tuple[Op, ...], config: ProjectConfig) ->
     """The values alter sets, judged by ``validate``'s rules (same codes and messages): the
     cluster may store what a manifest would refuse (ZooKeeper mode keeps 0, -5 and NaN)."""
     from kqplan.manifest.compile import compile_manifests
-    from kqplan.manifest.loader import LoadedManifest, SourceFile
-    from kqplan.manifest.models import API_VERSION, KIND, Manifest
+    from kqplan.manifest.head import API_VERSION, KIND
+    from kqplan.manifest.models import Manifest
+    from kqplan.manifest.source import LoadedManifest, SourceFile
 
     sets = {op.key: op.value for op in ops if op.value is not None}
     if not sets:
@@ -129,7 +130,7 @@ def check_offline(entity: Entity, ops: tuple[Op, ...], config: ProjectConfig) ->
 
 def _check_target(entity: Entity, ops: tuple[Op, ...], profile: ClusterProfile) -> None:
     """What the target's Kafka version or mode refuses or would store differently (KQP145)."""
-    from kqplan.versions import UNSUPPORTED, entity_problem, value_problem
+    from kqplan.core.versions import UNSUPPORTED, entity_problem, value_problem
 
     problem = entity_problem(entity, profile) or next(
         (p for op in ops if op.value is not None and (p := value_problem(op.key, op.value, profile))), None)
@@ -143,7 +144,7 @@ def _exact(entity: Entity) -> DescribeFilter:
 
 
 def _changes_text(entity: Entity, before: Quotas | None, after: Quotas | None, *, verb: str) -> str:
-    from kqplan.render import show_value
+    from kqplan.render.text import show_value
 
     ops = ops_between(before, after)
     if not ops:

@@ -6,10 +6,11 @@ from enum import StrEnum
 from pathlib import Path
 
 from kqplan.console import Streams
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.export import MODELINE, ExportFile, SplitBy, export
-from kqplan.state import snapshot_to_json, write_atomically
-from kqplan.target import Target, open_cluster
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.files import write_atomically
+from kqplan.manifest.export import MODELINE, ExportFile, SplitBy, export
+from kqplan.pipeline.target import Target, open_cluster
+from kqplan.snapshot.codec import snapshot_to_json
 
 
 class ExportFormat(StrEnum):

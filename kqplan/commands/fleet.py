@@ -8,12 +8,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.errors import ExitCode, KqplanError
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.plan import Plan
 from kqplan.fleet import clusters
 from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
-from kqplan.plan import Plan
 
 LOG_EVERY = 10.0
 """Seconds between "still running" lines of a long fleet job in a CI log (terraform's rate)."""
@@ -127,8 +127,8 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
                    spark_master: str | None = None, spark_remote: str | None = None) -> int:
     """Observed usage against each cluster's effective quotas before and after its plan:
     ``impact.parquet``, ``unused.parquet``, a chart per cluster and a summary."""
+    from kqplan.core.plan import apply_ops
     from kqplan.fleet.impact import impact_rows, newly_throttled, parse_stat, read_usage
-    from kqplan.plan import apply_ops
 
     q = parse_stat(stat)
     entries = clusters.select(config, names)
@@ -206,7 +206,9 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     """Proposed quotas from observed usage: ``out/<cluster>/rightsize.yaml`` (valid input for
     ``kqplan plan``), ``out/proposals.parquet``, ``out/proposals.md`` and a summary. Exit 1 when a
     cluster failed or a written manifest does not validate under the project's config."""
-    from kqplan.diagnostics import render_text
+    from kqplan.core.diagnostics import render_text
+    from kqplan.core.policy import MISSING_DEFAULT
+    from kqplan.files import write_atomically
     from kqplan.fleet.impact import read_usage, usage_files
     from kqplan.fleet.proposals import (
         MANIFEST_NAME,
@@ -219,8 +221,6 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     from kqplan.fleet.proposals import render_text as render_summary
     from kqplan.fleet.rightsize import Rules, proposal_rows, spark_proposal_rows
     from kqplan.manifest.compile import load_desired
-    from kqplan.policy import MISSING_DEFAULT
-    from kqplan.state import write_atomically
 
     rules = Rules.of(stat=stat, headroom=headroom, tolerance=tolerance, mins=mins, policy=config.policy)
     label_map = _labels(labels)
@@ -283,8 +283,8 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
 
 def _describe(entry: Any) -> tuple[Any, str | None]:
     """One describe of an inventory cluster (its ``id`` checked first): (state, cluster id)."""
-    from kqplan.commands.plan import check_inventory_id
-    from kqplan.target import Target, open_cluster
+    from kqplan.pipeline.guarded import check_inventory_id
+    from kqplan.pipeline.target import Target, open_cluster
 
     with open_cluster(Target.of_cluster(entry)) as cluster:
         ident = cluster.identity()

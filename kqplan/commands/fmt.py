@@ -6,10 +6,10 @@ import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.state import write_atomically
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.files import write_atomically
 
 
 def is_manifest(text: str) -> bool:
@@ -22,8 +22,8 @@ def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, di
     """Exit 1 with ``--check`` when a file is not canonical, or when a file cannot be read."""
     from ruamel.yaml.error import YAMLError
 
-    from kqplan.fmt import format_text
     from kqplan.manifest.compile import load_desired
+    from kqplan.manifest.fmt import format_text
     from kqplan.manifest.loader import discover
 
     files, problems = discover(paths)

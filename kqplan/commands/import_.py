@@ -11,14 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.entity import Entity
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.export import SplitBy, export, split_file
-from kqplan.manifest.compile import DesiredState
-from kqplan.state import QuotaState, write_atomically
-from kqplan.target import Target, open_cluster
+from kqplan.core.desired import DesiredState
+from kqplan.core.entity import Entity
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.state import QuotaState
+from kqplan.files import write_atomically
+from kqplan.manifest.export import SplitBy, export, split_file
+from kqplan.pipeline.target import Target, open_cluster
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
@@ -36,8 +37,8 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
                    layers: Sequence[Path] = ()) -> int:
     """``layers``: the manifest layers ``directory`` belongs to (an inventory cluster's); an entity
     listed only in another layer gets an ``override: true`` entry in ``directory``."""
-    from kqplan.commands.plan import load_checked
-    from kqplan.yamlio import dump_rt, entity_entry, load_rt, new_document, set_quotas
+    from kqplan.manifest.yamlio import dump_rt, entity_entry, load_rt, new_document, set_quotas
+    from kqplan.pipeline.guarded import load_checked
 
     if bool(wanted) == all_unmanaged:
         raise KqplanError("give --names/--defaults (one entity) or --all-unmanaged",

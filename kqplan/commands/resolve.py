@@ -13,15 +13,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.entity import CLIENT_ID, IP, USER, Entity, Name
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.resolve import Resolution, ResolvedKey, resolve, resolve_ip
-from kqplan.selectors import parse_names, split_escaped
-from kqplan.state import QuotaState
-from kqplan.target import Target, open_cluster
-from kqplan.units import format_number
+from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, Name
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.resolve import Resolution, ResolvedKey, resolve, resolve_ip
+from kqplan.core.selectors import parse_names, split_escaped
+from kqplan.core.state import QuotaState
+from kqplan.core.units import format_number
+from kqplan.pipeline.target import Target, open_cluster
 
 NAMES_HINT = ("--names user=U,client-id=C (client-id= for a client that sends none), "
               "or --names ip=ADDRESS")
@@ -141,7 +141,7 @@ def _state(target: Target, paths: Sequence[Path], config: ProjectConfig,
             raise KqplanError(f"--desired resolves against manifests; it cannot be combined "
                               f"with {target.chosen()[0]}",
                               hint="drop --desired to resolve against the cluster")
-        from kqplan.commands.plan import load_checked
+        from kqplan.pipeline.guarded import load_checked
 
         return load_checked(paths, config, streams).quotas
     with open_cluster(target) as cluster:

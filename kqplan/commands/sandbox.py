@@ -8,8 +8,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kqplan.console import Streams
-from kqplan.errors import ExitCode, KqplanError
-from kqplan.sandbox import DEFAULT_CLUSTER_ID, Flavor, Operation, Sandbox, SandboxConfig, SaslUser
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.sandbox.broker import DEFAULT_CLUSTER_ID, Operation, Sandbox, SandboxConfig, SaslUser
+from kqplan.sandbox.flavors import Flavor
 
 USERS_EXAMPLE = ('{"admin": {"password": "admin-secret", "super": true}, '
                  '"reader": {"password": "reader-secret", "operations": ["DESCRIBE_CONFIGS"]}}')
@@ -57,7 +58,7 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
     start_from = seed if seed is not None else state if state is not None and state.exists() else None
     seeded, recorded_id = None, None
     if start_from is not None:
-        from kqplan.state import read_snapshot
+        from kqplan.snapshot.file import read_snapshot
 
         seeded, recorded_id = read_snapshot(start_from)
     users = read_users(sasl_users) if sasl_users is not None else {}

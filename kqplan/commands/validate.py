@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from kqplan.config import ProjectConfig
+from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.diagnostics import Diagnostic, render_github, render_json, render_text
-from kqplan.errors import ExitCode
+from kqplan.core.diagnostics import Diagnostic, render_text
+from kqplan.core.errors import ExitCode
+from kqplan.core.versions import ClusterProfile
 from kqplan.manifest.compile import load_desired
-from kqplan.versions import ClusterProfile
+from kqplan.render.diagnostics import render_github, render_json
 
 UNKNOWN_PROFILE = ClusterProfile()
 
@@ -32,8 +33,8 @@ def _check(paths: Sequence[Path], config: ProjectConfig,
     desired = load_desired(paths, config)
     diags = list(desired.diagnostics)
     if not desired.errors:
-        from kqplan.lint import lint
-        from kqplan.versions import diagnostics as version_diagnostics
+        from kqplan.core.lint import lint
+        from kqplan.core.versions import diagnostics as version_diagnostics
 
         diags += version_diagnostics(desired, profile)  # a declared mode/version (inventory)
         diags += lint(desired)  # shadowing and `User:` names: only meaningful on a valid state
@@ -47,7 +48,7 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
     is a changed file, validated with the manifest set it belongs to; other YAML is skipped."""
     if related:
         from kqplan.commands.fmt import is_manifest
-        from kqplan.related import manifest_sets
+        from kqplan.manifest.related import manifest_sets
 
         changed = [p for p in paths if p.is_file() and is_manifest(p.read_text(encoding="utf-8",
                                                                                 errors="replace"))]

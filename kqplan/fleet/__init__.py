@@ -1,2 +1,4 @@
-"""The fleet pipeline: every cluster of the inventory at once (snapshot, plan), with a local
-engine (plain Python, the core's own diff) and a Spark engine (DataFrame joins) that must agree."""
+"""The fleet: every cluster of the inventory at once (snapshot, plan, impact, rightsize), with a
+local engine (plain Python, the core's own diff and resolution) and a Spark engine (DataFrame
+joins) that must agree. Imports ``core``, ``config``, ``manifest``, ``pipeline``, ``files`` and
+``console``; never ``commands`` or ``cli``."""

@@ -2,7 +2,7 @@
 
 Columns: ``cluster, entity, action, key, before, after`` — entity in the display form, action
 ``add | update | delete`` for the key, before/after doubles (null where absent). Both engines
-produce these rows; the local engine from :mod:`kqplan.plan`'s diff, the Spark engine from a
+produce these rows; the local engine from :mod:`kqplan.core.plan`'s diff, the Spark engine from a
 join (:mod:`kqplan.fleet.spark`), and tests require the two to be identical.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kqplan.entity import Entity
-from kqplan.plan import Plan
-from kqplan.state import QuotaState
+from kqplan.core.entity import Entity
+from kqplan.core.plan import Plan
+from kqplan.core.state import QuotaState
 
 COLUMNS = ("cluster", "entity", "action", "key", "before", "after")
 

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from kqplan.config import ClusterEntry, ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Progress
-from kqplan.errors import KqplanError
-from kqplan.plan import Plan
-from kqplan.state import QuotaState, snapshot_to_json, write_atomically
-from kqplan.target import Target, open_cluster
+from kqplan.core.errors import KqplanError
+from kqplan.core.plan import Plan
+from kqplan.core.state import QuotaState
+from kqplan.files import write_atomically
+from kqplan.pipeline.target import Target, open_cluster
+from kqplan.snapshot.codec import snapshot_to_json
 
 T = TypeVar("T")
 MAX_WORKERS = 4
@@ -78,9 +80,9 @@ def snapshot(entry: ClusterEntry, out: Path) -> int:
 def plan(entry: ClusterEntry, config: ProjectConfig) -> tuple[Plan, QuotaState, QuotaState]:
     """``kqplan plan --cluster NAME``'s plan (layers, ownership, prune, guards, guardrails), with
     the desired and actual states it was computed from (one describe)."""
-    from kqplan.commands.inputs import manifest_paths
-    from kqplan.commands.plan import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem
     from kqplan.manifest.compile import load_desired
+    from kqplan.pipeline.guarded import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem
+    from kqplan.pipeline.inputs import manifest_paths
 
     desired = load_desired(manifest_paths((), entry), config)
     if desired.errors:

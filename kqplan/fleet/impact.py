@@ -4,7 +4,7 @@ Usage rows are ``cluster, user, client_id`` and any of the four client keys (obs
 samples per principal, from the brokers' quota metrics). Per principal and key, ``usage`` is a
 statistic over its samples — ``max``, or ``pNN`` with linear interpolation between closest ranks
 (numpy's default and Spark SQL's exact ``percentile``). Resolution is the core's
-(:mod:`kqplan.resolve`): the eight levels, and an empty client-id sees only ``{user=U}`` and
+(:mod:`kqplan.core.resolve`): the eight levels, and an empty client-id sees only ``{user=U}`` and
 ``{user=<default>}``. This module is the local engine; :mod:`kqplan.fleet.spark` joins the same
 levels and must give the same rows.
 """
@@ -19,11 +19,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kqplan.entity import Entity, EntityKind
-from kqplan.errors import KqplanError
-from kqplan.quotas import CLIENT_KEYS
-from kqplan.resolve import QuotaIndex, effective
-from kqplan.state import QuotaState
+from kqplan.core.entity import Entity, EntityKind
+from kqplan.core.errors import KqplanError
+from kqplan.core.quotas import CLIENT_KEYS
+from kqplan.core.resolve import QuotaIndex, effective
+from kqplan.core.state import QuotaState
 
 USAGE_KEYS: tuple[str, ...] = CLIENT_KEYS
 """producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate."""

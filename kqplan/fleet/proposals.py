@@ -4,7 +4,7 @@ The manifest lists only the entities to write (actions raise, lower, limit and p
 keys it already has on the cluster — a listed entity is owned whole, so leaving one out would
 delete it — and no ``ownership`` block, so planning it touches nothing else. Above each entity a
 comment says why, for the reviewer of the pull request. Values are spelled by export's
-:func:`~kqplan.export.yaml_value`, which is what ``kqplan fmt`` writes: the file is canonical.
+:func:`~kqplan.manifest.export.yaml_value`, which is what ``kqplan fmt`` writes: the file is canonical.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kqplan.entity import Entity, name_problem, visible
-from kqplan.export import MODELINE, Skipped, _expressible, entity_lines, yaml_string, yaml_value
+from kqplan.core.entity import Entity, name_problem, visible
+from kqplan.core.quotas import QUOTA_KEYS
+from kqplan.core.state import QuotaState
+from kqplan.core.units import format_bytes, format_number
 from kqplan.fleet.rightsize import PROPOSAL_COLUMNS, Action, ProposalRow, Rules, round_up, target
-from kqplan.quotas import QUOTA_KEYS
-from kqplan.state import QuotaState
-from kqplan.units import format_bytes, format_number
+from kqplan.manifest.export import MODELINE, Skipped, _expressible, entity_lines, yaml_string, yaml_value
 
 MANIFEST_NAME = "rightsize.yaml"
 SHOWN_CHANGES = 20

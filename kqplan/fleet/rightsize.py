@@ -11,7 +11,7 @@ The rules, in the order applied (the README's "rightsize" section says the same 
   step adds at most a third.
 * **Floor and cap**: ``--min KEY=VALUE`` and ``[policy] keys.KEY.min`` raise a proposal, ``[policy]
   keys.KEY.max`` lowers it (the table then shows a need above the proposal).
-* **Tolerance**: the current effective quota ``V`` (from :func:`kqplan.resolve.effective`, any source:
+* **Tolerance**: the current effective quota ``V`` (from :func:`kqplan.core.resolve.effective`, any source:
   a ``<default>`` entity or the principal's own) is *kept* when ``P <= V <= P × (1 + tolerance)``:
   it covers the proposal ``P`` and is not too generous. A principal covered so by a default gets no
   entity of its own; an explicit quota does not flap between two steps from week to week.
@@ -36,16 +36,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kqplan.config import Policy
-from kqplan.diagnostics import did_you_mean
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.export import yaml_value
+from kqplan.core.diagnostics import did_you_mean
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.policy import Policy
+from kqplan.core.quotas import QUOTA_KEYS, value_error
+from kqplan.core.resolve import QuotaIndex, effective
+from kqplan.core.state import QuotaState
+from kqplan.core.units import UnitError, parse_bytes
 from kqplan.fleet.impact import USAGE_KEYS, Sample, parse_stat, usage_stats
-from kqplan.quotas import QUOTA_KEYS, value_error
-from kqplan.resolve import QuotaIndex, effective
-from kqplan.state import QuotaState
-from kqplan.units import UnitError, parse_bytes
+from kqplan.manifest.export import yaml_value
 
 # -- rounding ------------------------------------------------------------------------------------
 

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.console import Progress
-from kqplan.entity import CLIENT_ID, USER, EntityKind
+from kqplan.core.entity import CLIENT_ID, USER, EntityKind
+from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
+from kqplan.core.state import QuotaState
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
 from kqplan.fleet.impact import COLUMNS_HINT, USAGE_KEYS, ImpactRow, Sample, UnusedRow, usage_files
-from kqplan.resolve import CLIENT_LEVELS, Match, level_of
-from kqplan.state import QuotaState
 
 _KV = "cluster string, entity string, key string, value double"
 _CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
@@ -56,7 +56,7 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        from kqplan.errors import KqplanError
+        from kqplan.core.errors import KqplanError
 
         raise KqplanError("the Spark engine needs pyspark", hint="pip install 'kqplan[spark]'") from None
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -210,7 +210,7 @@ def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     value must be a number."""
     from pyspark.sql import functions as F
 
-    from kqplan.errors import KqplanError
+    from kqplan.core.errors import KqplanError
 
     by_kind: dict[str, list[str]] = {}
     for path in usage_files(paths):

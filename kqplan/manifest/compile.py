@@ -1,7 +1,7 @@
 """Validated manifests → desired state, ownership and cluster guard, applying Kafka's rules.
 
 Every check that Kafka's controller makes on an alter is made here first, with the same
-rule (``kqplan.quotas``), so ``kqplan validate`` passing means the broker will accept it.
+rule (``kqplan.core.quotas``), so ``kqplan validate`` passing means the broker will accept it.
 Offline checks are stricter in three places: NaN and infinity are refused (Kafka stores
 them, but they are never what a manifest means), an ip that looks numeric must be a real
 address, and an entity with no quotas is refused (list it nowhere, or prune it).
@@ -14,14 +14,15 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import Diagnostic, Severity, did_you_mean, sort_key
-from kqplan.entity import (
+from kqplan.config.model import ProjectConfig
+from kqplan.core.desired import DesiredState, Origin
+from kqplan.core.diagnostics import Diagnostic, Loc, Pending, Severity, did_you_mean, locate, sort_key
+from kqplan.core.entity import (
     BUILTIN_TYPES,
     CLIENT_ID,
     DEFAULT_NAME,
@@ -35,29 +36,16 @@ from kqplan.entity import (
     unescape_name,
     visible,
 )
-from kqplan.ipnames import literal_verdict
-from kqplan.manifest.loader import (
-    LoadedManifest,
-    Loc,
-    Pending,
-    SourceFile,
-    iter_load,
-    resolve,
-)
+from kqplan.core.ipnames import literal_verdict
+from kqplan.core.metadata import Metadata
+from kqplan.core.ownership import Ownership, ScopePattern
+from kqplan.core.quotas import CLIENT_KEYS, QUOTA_KEYS, entity_error, key_error, keys_for, value_error
+from kqplan.core.units import UnitError, parse_bytes
+from kqplan.manifest.loader import iter_load
 from kqplan.manifest.plain import PlainEntries
 from kqplan.manifest.slices import SlicedEntries, Unsliceable
-from kqplan.metadata import Metadata
-from kqplan.ownership import Ownership, ScopePattern
+from kqplan.manifest.source import LoadedManifest, SourceFile
 from kqplan.perf import paused_gc
-from kqplan.quotas import (
-    CLIENT_KEYS,
-    QUOTA_KEYS,
-    entity_error,
-    key_error,
-    keys_for,
-    value_error,
-)
-from kqplan.units import UnitError, parse_bytes
 
 _ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "metadata", "quotas")
 _ENTRY_FIELD_SET = frozenset(_ENTRY_FIELDS)
@@ -70,59 +58,6 @@ _KEY_NAMES = {key: key for key in QUOTA_KEYS}
 
 
 _EXACT_DOUBLE_LIMIT = 2**53
-
-
-class Origin(NamedTuple):
-    """Where an entity was declared, for diagnostics and plan annotations (a named tuple holding
-    the entry's index, not its path: compile makes one per entry, and this one costs a sixth
-    of a frozen dataclass's time and no tuple of its own)."""
-
-    source: SourceFile
-    entry: int
-    """The entry's index in its file's ``entities`` list."""
-    layer: int = 0
-    """Index of the manifests layer (the path given) the entry came from."""
-    overrides: Origin | None = None
-    """The earlier layer's entry this one overrides (``override: true``)."""
-
-    @property
-    def loc(self) -> Loc:
-        """The entry's data path, ``("entities", index)``."""
-        return ("entities", self.entry)
-
-    @property
-    def display(self) -> str:
-        """``overlays/prod/q.yaml:5:5`` (``… (overrides base/q.yaml:3:5)``), for plans: the file
-        names the layer, the place the entry (found by one line scan, never by composing)."""
-        place = self.source.entity_place(self.entry)
-        here = f"{self.source.path}:{place[0]}:{place[1]}" if place else self.source.path
-        if self.overrides is None:
-            return here
-        return f"{here} (overrides {self.overrides.display})"
-
-
-@dataclass(slots=True)
-class DesiredState:
-    """What the manifests ask for, plus where each entity came from."""
-
-    quotas: dict[Entity, dict[str, float]] = field(default_factory=dict)
-    origins: dict[Entity, Origin] = field(default_factory=dict)
-    absent: set[Entity] = field(default_factory=set)
-    """Entities a later layer overrode down to no keys: listed, and meant not to exist."""
-    protected: set[Entity] = field(default_factory=set)
-    """Entities with ``protect: true``: a plan deleting one is refused."""
-    metadata: dict[Entity, Metadata] = field(default_factory=dict)
-    with_default: set[Entity] = field(default_factory=set)
-    """Entities with a ``<default>`` part ever put in ``quotas`` (one an override removed may
-    remain): lint indexes only these, without asking each of 100k entities."""
-    ownership: Ownership = field(default_factory=Ownership)
-    cluster_guard: str | None = None
-    files: int = 0
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        return [d for d in self.diagnostics if d.is_error]
 
 
 @dataclass(frozen=True, slots=True)
@@ -739,7 +674,7 @@ class _Compiler:
         self.check_guard_known()
         self.state.ownership = Ownership.of(self.scopes)
         self.state.cluster_guard = self.guard[0] if self.guard else None
-        self.state.diagnostics.extend(resolve(source, p) for source, p in self.pending)
+        self.state.diagnostics.extend(locate(source, p) for source, p in self.pending)
         self.state.diagnostics.sort(key=sort_key)
         return self.state
 
@@ -921,7 +856,7 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
     state.files += len(diagnostics and {d.span.path for d in diagnostics})
     state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
     if not state.errors:
-        from kqplan.policy import policy_diagnostics  # it builds on DesiredState: imported late
+        from kqplan.core.policy import policy_diagnostics
 
         state.diagnostics = sorted([*state.diagnostics, *policy_diagnostics(state, config.policy)],
                                    key=sort_key)

@@ -13,100 +13,23 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml_rs
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import Diagnostic, Related, Severity, Span, did_you_mean
+from kqplan.config.model import ProjectConfig
+from kqplan.core.diagnostics import Diagnostic, Loc, Pending, Span, did_you_mean, locate
 from kqplan.manifest.head import API_VERSION, KIND, OWNERSHIP_FIELDS, ManifestHead, plain_head
+from kqplan.manifest.source import MANIFEST_SUFFIXES, LoadedManifest, LoadResult, SourceFile
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from kqplan.manifest.models import Manifest
-    from kqplan.manifest.positions import Locator
 
-Loc = tuple[str | int, ...]  # a data path: mapping keys and list indexes
-MANIFEST_SUFFIXES = (".yaml", ".yml")
 # Anchors/aliases are legal YAML, but a few nested aliases can expand to billions of nodes.
 ALIAS_LIMITS = yaml_rs.AliasLimits(max_total_replayed_events=100_000)
-
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A diagnostic whose position is still a data path; resolved by :meth:`Locator.span`."""
-
-    code: str
-    message: str
-    loc: Loc
-    at_key: bool = False
-    hint: str | None = None
-    severity: Severity = Severity.ERROR
-    related: tuple[tuple[SourceFile, Loc, str], ...] = ()
-
-
-@dataclass(slots=True)
-class SourceFile:
-    path: str
-    text: str
-    _locator: Locator | None = None
-    _items: tuple[list[int], int] | None = None
-
-    def entity_place(self, index: int) -> tuple[int, int] | None:
-        """Line and column of ``entities[index]`` in a block-style list (one scan of the file, on
-        first use); None for other layouts."""
-        if self._items is None:
-            from kqplan.manifest.items import entity_lines
-
-            self._items = entity_lines(self.text)
-        lines, column = self._items
-        return (lines[index], column) if 0 <= index < len(lines) else None
-
-    @classmethod
-    def of(cls, path: str, text: str) -> SourceFile:
-        return cls(path, text)
-
-    @property
-    def locator(self) -> Locator:
-        """Created on first use: valid files never import pyyaml or compose their text."""
-        if self._locator is None:
-            from kqplan.manifest.positions import Locator
-
-            self._locator = Locator(self.path, self.text)
-        return self._locator
-
-
-@dataclass(slots=True)
-class LoadedManifest:
-    source: SourceFile
-    manifest: Manifest | ManifestHead
-    """The document-level fields (the pydantic model only when the plain check could not tell)."""
-    raw: dict[str, Any]
-    """The parsed YAML, to tell an explicit ``user: null`` from a missing ``user``."""
-
-
-@dataclass(slots=True)
-class LoadResult:
-    manifests: list[LoadedManifest] = field(default_factory=list)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-
-
-def resolve(source: SourceFile, pending: Pending) -> Diagnostic:
-    """Turn a pending diagnostic into a located one (composes the file on first use)."""
-    return Diagnostic(
-        code=pending.code,
-        message=pending.message,
-        span=source.locator.span(pending.loc, at_key=pending.at_key),
-        severity=pending.severity,
-        hint=pending.hint,
-        # A related place named by a mapping key (a profile, a field) points at the key.
-        related=tuple(Related(s.locator.span(loc, at_key=bool(loc) and isinstance(loc[-1], str)), msg)
-                      for s, loc, msg in pending.related),
-    )
 
 
 def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
@@ -492,7 +415,7 @@ def validate_model(source: SourceFile, raw: dict[str, Any]
         for err in exc.errors():
             p = translate(raw, err)
             pendings.setdefault((p.loc, p.code), p)  # a union reports one error per member
-        return None, [resolve(source, p) for p in pendings.values()]
+        return None, [locate(source, p) for p in pendings.values()]
 
 
 _NO_ENTRIES: list[Any] = []

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
+from kqplan.core.quotas import QUOTA_KEYS, ValueType
+from kqplan.core.units import UNITS
 from kqplan.manifest.head import API_VERSION, KIND
-from kqplan.quotas import QUOTA_KEYS, ValueType
-from kqplan.units import UNITS
 
 __all__ = ["API_VERSION", "KIND", "EntityEntry", "Manifest", "Metadata", "Ownership", "json_schema"]
 

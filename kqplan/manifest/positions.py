@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from kqplan.diagnostics import Diagnostic, Related, Span
+from kqplan.core.diagnostics import Diagnostic, Related, Span
 from kqplan.manifest.items import ENTITIES_HEAD as _ENTITIES
 from kqplan.manifest.items import ITEM as _ITEM
 

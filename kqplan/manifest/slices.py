@@ -26,7 +26,7 @@ from kqplan.manifest.items import entity_list
 from kqplan.manifest.plain import PlainEntries, plain_entries
 
 if TYPE_CHECKING:
-    from kqplan.manifest.loader import LoadedManifest
+    from kqplan.manifest.source import LoadedManifest
 
 BIG_FILE_CHARS = 4 << 20
 """Files at least this big are read in slices (below, the whole parse holds under ~60 MiB)."""

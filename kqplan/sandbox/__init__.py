@@ -1,4 +1,6 @@
-"""The sandbox: a Kafka-wire-compatible client-quota broker for tests and local runs."""
+"""The sandbox: a Kafka-wire-compatible client-quota broker for tests and local runs (KRaft and
+ZooKeeper flavours, SASL/SCRAM, injected faults). This face names what callers use. Imports
+``core``, ``snapshot`` and ``files``; a server, it never imports a client (``cluster``)."""
 
 from kqplan.sandbox.broker import (
     DEFAULT_CLUSTER_ID,

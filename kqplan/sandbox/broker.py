@@ -23,12 +23,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
+from kqplan.core.state import QuotaState
+from kqplan.files import write_atomically
 from kqplan.sandbox import apis, flavors, scram
 from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
 from kqplan.sandbox.faults import Drop, Fault, Faults
 from kqplan.sandbox.flavors import Flavor, new_engine
-from kqplan.state import QuotaState, snapshot_to_json, write_atomically
+from kqplan.snapshot.codec import snapshot_to_json
 
 DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
 MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
@@ -150,7 +152,7 @@ class Sandbox:
         self.config = config
         seed = config.seed
         if seed is None and config.state_file is not None and config.state_file.exists():
-            from kqplan.state import read_snapshot
+            from kqplan.snapshot.file import read_snapshot
 
             seed, _ = read_snapshot(config.state_file)
         self.engine = new_engine(config.flavor, seed, resolve_host=config.resolve_host)

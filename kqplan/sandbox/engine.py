@@ -5,7 +5,7 @@ No kafka-python, and no I/O but one: the default ip resolver asks DNS, as the co
 (inject ``resolve_host`` to avoid it). The wire server decodes a request into the types below,
 calls :class:`QuotaEngine` (one call at a time: it is not thread-safe) and encodes what it
 returns; describe entries are shared, read-only snapshots. Key and value rules and their texts
-come from :mod:`kqplan.quotas`; what is specific to the two RPCs (filter errors, duplicate
+come from :mod:`kqplan.core.quotas`; what is specific to the two RPCs (filter errors, duplicate
 handling, the record cap, whole-request errors) lives here.
 
 Orders. Kafka answers in Java ``HashMap`` order, which no client may rely on (ref §6.14).
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from kqplan.entity import CLIENT_ID, IP, USER, Entity, EntityKind, Name
-from kqplan.quotas import entity_error, ip_error, key_error, value_error
-from kqplan.state import QuotaState
+from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, EntityKind, Name
+from kqplan.core.quotas import entity_error, ip_error, key_error, value_error
+from kqplan.core.state import QuotaState
 
 WireEntity = tuple[tuple[str, str | None], ...]
 """(entity_type, entity_name) pairs as they travel; a None name is the default entity."""
@@ -193,7 +193,7 @@ def _row(entity: Entity, values: Mapping[str, float]) -> _Row:
 
 
 def _resolvable(name: str) -> bool:
-    """``InetAddress.getByName`` as the controller runs it (kqplan.ipnames, ref §2.3 D)."""
+    """``InetAddress.getByName`` as the controller runs it (kqplan.core.ipnames, ref §2.3 D)."""
     return ip_error(name) is None
 
 

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
 
 API_KEYS = {"metadata": 3, "apiversions": 18, "describe": 48, "alter": 49, "describecluster": 60}
 
@@ -48,7 +48,7 @@ class Fault:
             raise ValueError("failing named entities needs api='alter' and an error_code")
         if not all(isinstance(e, Entity) for e in self.entities):
             # a string such as "user=b" would silently match nothing
-            raise ValueError("entities must be kqplan.entity.Entity values, e.g. Entity.user('b')")
+            raise ValueError("entities must be kqplan.core.entity.Entity values, e.g. Entity.user('b')")
 
     @property
     def api_key(self) -> int:

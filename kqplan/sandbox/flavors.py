@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 
+from kqplan.core.state import QuotaState
 from kqplan.sandbox import apis, zk
 from kqplan.sandbox.engine import QuotaEngine
-from kqplan.state import QuotaState
 
 
 class Flavor(StrEnum):
@@ -18,7 +18,7 @@ class Flavor(StrEnum):
 
     @property
     def mode(self) -> str:
-        """The metadata mode kqplan reports for such a cluster (kqplan.versions)."""
+        """The metadata mode kqplan reports for such a cluster (kqplan.core.versions)."""
         return "zookeeper" if self is Flavor.ZK else "kraft"
 
     @property

@@ -35,8 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from kqplan.entity import CLIENT_ID, IP, USER, Entity, Name
-from kqplan.quotas import CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, ValueType
+from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, Name
+from kqplan.core.quotas import CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, ValueType
+from kqplan.core.state import QuotaState
 from kqplan.sandbox.engine import (
     DESCRIBE_SUCCESS_MESSAGE,
     INVALID_REQUEST,
@@ -56,7 +57,6 @@ from kqplan.sandbox.engine import (
     _Row,
     _value_rank,
 )
-from kqplan.state import QuotaState
 
 UNKNOWN_SERVER_ERROR = -1
 """What ``ApiError.fromThrowable`` makes of a non-Kafka exception, always with a null message."""

@@ -7,12 +7,12 @@ import pytest
 
 from kqplan.cluster.connection import (
     ConnectionConfig,
-    Secret,
     SecurityProtocol,
     config_from_properties,
     load_connection_config,
 )
-from kqplan.errors import KqplanError
+from kqplan.cluster.tls import Secret
+from kqplan.core.errors import KqplanError
 from tests.cluster.tls import KEY_PASSWORD
 
 PASSWORD = "Pw-9d7e1c-never-print"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kqplan.cluster.decode import decode_describe_response
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
 from tests.cluster.decode_test import E, EntityData, ValueData, encode, generated_state, same
 
 # few layouts, so that they repeat; the same first key with different later ones; a long key

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from kafka.protocol.admin import DescribeClientQuotasResponse as Response
 
 from kqplan.cluster.decode import MalformedResponse, decode_describe_response
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
 
 E, EntityData, ValueData = Response.EntryData, Response.EntryData.EntityData, Response.EntryData.ValueData
 

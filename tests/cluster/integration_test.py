@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from kqplan.cluster.base import ALL, Alteration, DescribeFilter, FilterComponent, MatchType, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.cluster.transport import AuthenticationFailed, TlsVerificationFailed
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.state import QuotaState
+from kqplan.core.cluster import ALL, Alteration, DescribeFilter, FilterComponent, MatchType, Op
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.state import QuotaState
 from tests.cluster.proxy import CountingProxy
 from tests.kafka.broker import KafkaSpec
 from tests.kafka.plugin import real_kafka_for, real_kafka_params
 
 if TYPE_CHECKING:
-    from kqplan.sandbox import SandboxConfig
+    from kqplan.sandbox.broker import SandboxConfig
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ SANDBOX_USERS = {"admin": "admin-secret", "reader": "reader-secret", "nobody": "
 
 def sandbox_config(pki) -> SandboxConfig:
     """Listeners and users like the real test broker's: PLAINTEXT, SASL_PLAINTEXT, SSL."""
-    from kqplan.sandbox import Listener, Operation, SandboxConfig, SaslUser
+    from kqplan.sandbox.broker import Listener, Operation, SandboxConfig, SaslUser
 
     users = {"admin": SaslUser(SANDBOX_USERS["admin"], super_user=True),
              "reader": SaslUser(SANDBOX_USERS["reader"], frozenset({Operation.DESCRIBE_CONFIGS})),
@@ -90,7 +90,7 @@ def target(request, pki) -> Iterator[Target]:
     if isinstance(request.param, KafkaSpec):
         yield _real_kafka(request, request.param)
         return
-    from kqplan.sandbox import Sandbox
+    from kqplan.sandbox.broker import Sandbox
 
     with Sandbox.start(sandbox_config(pki)) as sb:
         yield Target("sandbox", sb.bootstrap, sb.address(1), sb.address(2), pki.ca, SANDBOX_USERS)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from kqplan.cluster.base import Alteration, AlterOutcomeUnknown, ClusterIdentity, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.cluster.transport import ResponseLost
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
+from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, ClusterIdentity, Op
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
 from tests.cluster.fakebroker import PRE_2_6_APIS, FakeBroker
 
 ALICE = Entity.user("alice")

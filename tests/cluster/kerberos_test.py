@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.cluster.connection import ConnectionConfig, KerberosSettings, config_from_properties
-from kqplan.cluster.kerberos import INSTALL_HINT, KerberosError, install
-from kqplan.errors import KqplanError
+from kqplan.cluster.connection import ConnectionConfig, config_from_properties
+from kqplan.cluster.kerberos import INSTALL_HINT, KerberosError, KerberosSettings, install
+from kqplan.core.errors import KqplanError
 from tests.helpers import run_cli
 from tests.kafka.broker import (
     BROKER_JVM_OPTS,

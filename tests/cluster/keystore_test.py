@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kqplan.cluster.connection import ConnectionConfig, config_from_properties
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 from tests.helpers import run_cli
 from tests.kafka.broker import KafkaBroker, ensure_kafka_libs, pinned_kafka_version
 

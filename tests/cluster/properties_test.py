@@ -5,7 +5,7 @@ import re
 import pytest
 
 from kqplan.cluster.properties import Setting, interpolate, parse_jaas, parse_properties
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 
 
 def test_java_properties_separators_comments_and_lines():

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 
-from kqplan.cluster.base import Alteration, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
+from kqplan.core.cluster import Alteration, Op
+from kqplan.core.entity import Entity
 from tests.kafka.plugin import RealKafka
 
 

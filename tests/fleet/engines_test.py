@@ -7,11 +7,11 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
+from kqplan.core.ownership import Ownership, ScopePattern
+from kqplan.core.plan import ClusterRef, diff
 from kqplan.fleet.changes import diff_input, rows_of_plan
 from kqplan.fleet.spark import change_rows
-from kqplan.ownership import Ownership, ScopePattern
-from kqplan.plan import ClusterRef, diff
 
 names = st.sampled_from(["alice", "bob", "with space", "jörg", "日本", "<default>x", "app-1", None])
 client_entities = st.one_of(

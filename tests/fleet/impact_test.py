@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.entity import Entity
+from kqplan.core.entity import Entity
+from kqplan.core.resolve import resolve
 from kqplan.fleet.impact import USAGE_KEYS, Sample, impact_rows, parse_stat, statistic
 from kqplan.fleet.spark import impact_rows as spark_impact_rows
 from kqplan.fleet.spark import samples_frame
-from kqplan.resolve import resolve
 
 users = st.sampled_from(["alice", "bob", "with space", "日本"])
 clients = st.sampled_from(["app", "batch", ""])

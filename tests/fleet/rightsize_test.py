@@ -13,10 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import KeyBounds, Policy, ProjectConfig
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.export import yaml_value
+from kqplan.config.model import ProjectConfig
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.policy import KeyBounds, Policy
+from kqplan.core.resolve import resolve
+from kqplan.core.units import parse_bytes
 from kqplan.fleet.impact import USAGE_KEYS, Sample
 from kqplan.fleet.proposals import manifest_text, read_proposals
 from kqplan.fleet.rightsize import (
@@ -31,11 +33,10 @@ from kqplan.fleet.rightsize import (
     spark_proposal_rows,
 )
 from kqplan.fleet.spark import samples_frame
-from kqplan.fmt import format_text
 from kqplan.manifest.compile import load_desired
-from kqplan.resolve import resolve
-from kqplan.state import write_snapshot
-from kqplan.units import parse_bytes
+from kqplan.manifest.export import yaml_value
+from kqplan.manifest.fmt import format_text
+from kqplan.snapshot.file import write_snapshot
 from tests.fleet.connect_test import connect_server  # noqa: F401  (a fixture)
 from tests.helpers import run_cli, run_kqplan
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 from kqplan.fleet.impact import Sample, read_usage
 from kqplan.fleet.spark import usage_frame
 

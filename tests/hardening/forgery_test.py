@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from kqplan.entity import Entity
-from kqplan.ownership import Ownership
-from kqplan.plan import ClusterRef, diff
-from kqplan.render import render_markdown, render_text
-from kqplan.render_github import render_plan_github
+from kqplan.core.entity import Entity
+from kqplan.core.ownership import Ownership
+from kqplan.core.plan import ClusterRef, diff
+from kqplan.render.github import render_plan_github
+from kqplan.render.markdown import render_markdown
+from kqplan.render.text import render_text
 from tests.helpers import run_cli, write_manifest
 
 FORGED = "bob\n      + producer_byte_rate = 1\n\n  + {user=mallory"
@@ -55,7 +56,7 @@ def test_the_json_plan_keeps_the_exact_name_for_machines(tmp_path):
 def test_export_writes_invisible_characters_as_escapes_that_read_back(name):
     import yaml_rs
 
-    from kqplan.export import yaml_string
+    from kqplan.manifest.export import yaml_string
 
     written = yaml_string(name)
     assert written.isprintable()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.decode import MalformedResponse, decode_describe_response
-from kqplan.errors import KqplanError
+from kqplan.core.errors import KqplanError
 from tests.cluster.decode_test import encode
 
 ENTRIES = [([("user", "alice"), ("client-id", None)], [("producer_byte_rate", 1024.0)]),

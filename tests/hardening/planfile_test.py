@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kqplan.entity import Entity
-from kqplan.sandbox import Sandbox, SandboxConfig
+from kqplan.core.entity import Entity
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 SEED = {Entity.user("victim"): {"producer_byte_rate": 1024.0}, Entity.user("b"): {"producer_byte_rate": 1.0}}

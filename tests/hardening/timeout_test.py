@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import time
 
-from kqplan.apply import Status, VerifyPolicy, apply, report_to_json
+from kqplan.apply.protocol import apply
+from kqplan.apply.verify import VerifyPolicy
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.ownership import Ownership
-from kqplan.plan import ClusterRef, diff
-from kqplan.sandbox import Drop, Fault, Sandbox, SandboxConfig
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.core.ownership import Ownership
+from kqplan.core.plan import ClusterRef, diff
+from kqplan.core.report import Status
+from kqplan.render.apply import report_to_json
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox.faults import Drop, Fault
 from tests.helpers import run_cli, write_manifest
 
 LATE = Entity.user("late")

@@ -23,11 +23,11 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest as AlterReq
 from kafka.protocol.admin import DescribeClientQuotasRequest as DescribeReq
 
-from kqplan.cluster.base import Alteration, DescribeFilter, FilterComponent, MatchType, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.state import QuotaState
+from kqplan.core.cluster import Alteration, DescribeFilter, FilterComponent, MatchType, Op
+from kqplan.core.entity import Entity
+from kqplan.core.state import QuotaState
 from tests.kafka import broker as harness
 from tests.kafka.broker import KafkaBroker, api_versions_answer, die_with_parent, stop_process, version_tuple
 from tests.kafka.configcommand import ConfigCommandError, Select, parse_describe, parse_entity

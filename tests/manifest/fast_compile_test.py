@@ -13,9 +13,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import render_text
-from kqplan.manifest.compile import DesiredState, _Compiler, load_desired
+from kqplan.config.model import ProjectConfig
+from kqplan.core.desired import DesiredState
+from kqplan.core.diagnostics import render_text
+from kqplan.manifest.compile import _Compiler, load_desired
 
 # Mostly plain (the fast path's work), with every odd shape mixed in.
 names = st.sampled_from(["alice", "bob", "carol", "<default>"] * 4 +

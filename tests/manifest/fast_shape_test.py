@@ -123,7 +123,7 @@ def test_valid_manifests_load_without_pydantic(tmp_path: Path) -> None:
         "profiles:\n  gold: {producer_byte_rate: 1MiB}\n"
         "ownership:\n  prune: true\n  scope: [{user: 'a-*'}]\nentities:\n  - user: a-1\n    profile: gold\n"
         "  - user: a-2\n    client-id: c\n    quotas: {consumer_byte_rate: 2MiB}\n")
-    code = ("import sys; from pathlib import Path; from kqplan.config import ProjectConfig; "
+    code = ("import sys; from pathlib import Path; from kqplan.config.model import ProjectConfig; "
             "from kqplan.manifest.compile import load_desired; "
             f"d = load_desired([Path({str(tmp_path)!r})], ProjectConfig()); "
             "assert not d.diagnostics, d.diagnostics; assert len(d.quotas) == 2; "

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import render_text
+from kqplan.config.model import ProjectConfig
+from kqplan.core.diagnostics import render_text
 from kqplan.manifest import loader
 
 GOOD = "apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n" + "".join(

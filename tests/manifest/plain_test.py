@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.entity import Entity
+from kqplan.config.model import ProjectConfig
+from kqplan.core.entity import Entity
 from kqplan.manifest import loader, plain, slices
 from kqplan.manifest.compile import _Compiler, load_desired
 from kqplan.manifest.loader import ALIAS_LIMITS

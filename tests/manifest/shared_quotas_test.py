@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import render_text
-from kqplan.entity import Entity
+from kqplan.config.model import ProjectConfig
+from kqplan.core.diagnostics import render_text
+from kqplan.core.entity import Entity
 from kqplan.manifest.compile import load_desired
 from tests.helpers import write_manifest
 

@@ -14,10 +14,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.entity import Entity
+from kqplan.config.model import ProjectConfig
+from kqplan.core.desired import DesiredState
+from kqplan.core.entity import Entity
 from kqplan.manifest import slices
-from kqplan.manifest.compile import DesiredState, load_desired
+from kqplan.manifest.compile import load_desired
 from kqplan.manifest.loader import ALIAS_LIMITS, _plain_entities
 from tests.manifest.fast_compile_test import entries, summary
 

@@ -14,12 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.config import ProjectConfig
-from kqplan.diagnostics import render_text, sort_key
+from kqplan.config.model import ProjectConfig
+from kqplan.core.desired import DesiredState
+from kqplan.core.diagnostics import render_text, sort_key
+from kqplan.core.policy import policy_diagnostics
 from kqplan.manifest import compile as compiler_module
 from kqplan.manifest import loader, slices
-from kqplan.manifest.compile import DesiredState, _Compiler, load_desired
-from kqplan.policy import policy_diagnostics
+from kqplan.manifest.compile import _Compiler, load_desired
 from tests.helpers import write_manifest
 
 
@@ -180,7 +181,7 @@ def test_a_profile_of_a_later_file_reads_the_rest_first(tmp_path: Path,
     parsed, compiled = _traced(monkeypatch)
     state = load_desired([tmp_path], ProjectConfig())
     assert not state.errors, render_text(state.errors)
-    from kqplan.entity import Entity
+    from kqplan.core.entity import Entity
 
     assert state.quotas[Entity.user("uses-gold")] == {"consumer_byte_rate": 2.0 * 2**20}
     assert state.origins[Entity.user("uses-gold")].source.path.endswith("q00.yaml")

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqplan.entity import Entity
-from kqplan.quotas import MSG_EMPTY_ENTITY, MSG_IP_COMBINATION
+from kqplan.core.entity import Entity
+from kqplan.core.quotas import MSG_EMPTY_ENTITY, MSG_IP_COMBINATION
 from kqplan.sandbox.engine import (
     CLUSTER_AUTHORIZATION_FAILED,
     INVALID_REQUEST,

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from kqplan.cluster.base import Alteration, AlterOutcomeUnknown, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import DescribeFailed, KafkaCluster
-from kqplan.entity import Entity
-from kqplan.sandbox import Drop, Fault, Faults, Sandbox, SandboxConfig
+from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, Op
+from kqplan.core.entity import Entity
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox.faults import Drop, Fault, Faults
 
 SEED = {Entity.user("seeded"): {"producer_byte_rate": 1.0}}
 
@@ -85,7 +86,7 @@ def test_drop_after_commit_writes_the_state_file_first(tmp_path):
     config = SandboxConfig(port=0, state_file=state, faults=(Fault("alter", drop=Drop.AFTER, times=1),))
     with Sandbox.start(config) as sb, client(sb) as c, pytest.raises(AlterOutcomeUnknown):
         c.alter([change("durable")], validate_only=False)
-    from kqplan.state import read_snapshot
+    from kqplan.snapshot.file import read_snapshot
 
     saved, _ = read_snapshot(state)
     assert saved == {Entity.user("durable"): {"consumer_byte_rate": 5.0}}
@@ -213,7 +214,7 @@ def test_faults_change_while_a_client_is_busy(sandbox):
      "failing named entities needs api='alter' and an error_code"),
     ({"api": "alter", "entities": frozenset({"user=a"})}, "needs api='alter' and an error_code"),
     ({"api": "alter", "error_code": 44, "entities": frozenset({"{user=a}"})},
-     "entities must be kqplan.entity.Entity values"),
+     "entities must be kqplan.core.entity.Entity values"),
 ])
 def test_a_bad_fault_is_refused_with_the_reason(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

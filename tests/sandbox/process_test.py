@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from kqplan.cluster.base import Alteration, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.errors import KqplanError
-from kqplan.state import read_snapshot
+from kqplan.core.cluster import Alteration, Op
+from kqplan.core.entity import Entity
+from kqplan.core.errors import KqplanError
+from kqplan.snapshot.file import read_snapshot
 from tests.helpers import REPO, run_cli, write_manifest
 
 

@@ -26,9 +26,8 @@ from kafka.protocol.sasl import (
 
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.errors import KqplanError
-from kqplan.sandbox import Operation, Sandbox, SandboxConfig, SaslUser
-from kqplan.sandbox.broker import Listener
+from kqplan.core.errors import KqplanError
+from kqplan.sandbox.broker import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 from kqplan.sandbox.scram import ScramStore
 from tests.sandbox.server_test import Wire
 

@@ -33,11 +33,11 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from kqplan.cluster.base import Alteration, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.sandbox import Operation, Sandbox, SandboxConfig, SaslUser
+from kqplan.core.cluster import Alteration, Op
+from kqplan.core.entity import Entity
+from kqplan.sandbox.broker import Operation, Sandbox, SandboxConfig, SaslUser
 from tests.helpers import REPO
 
 CLUSTER_ID = "server-test-cluster"

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from kqplan.cluster.base import Alteration, Op
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.entity import Entity
-from kqplan.sandbox import Sandbox, SandboxConfig, apis
+from kqplan.core.cluster import Alteration, Op
+from kqplan.core.entity import Entity
+from kqplan.sandbox import apis
+from kqplan.sandbox.broker import Sandbox, SandboxConfig
 
 
 def _client(sandbox: Sandbox) -> KafkaCluster:

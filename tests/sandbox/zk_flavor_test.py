@@ -23,7 +23,7 @@ from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.cluster.transport import KafkaTransport
 from kqplan.sandbox.zk import ZK_39_API_VERSIONS
-from kqplan.state import read_snapshot
+from kqplan.snapshot.file import read_snapshot
 from tests.helpers import REPO
 
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2

@@ -1,0 +1,101 @@
+"""Project configuration, ``kqplan.toml``: the cluster inventory, guardrails, custom types, limits.
+
+```toml
+[clusters.prod]                 # the inventory: one table per cluster
+id = "MkU3OEVBNTcwNTJENDM2Qk"   # optional guard: plan/apply refuse any other cluster
+bootstrap-server = "kafka-prod:9092"
+command-config = "prod.properties"   # relative to this file
+manifests = ["base", "overlays/prod"] # ordered layers; a later layer overrides with `override: true`
+
+[clusters.staging]
+snapshot = "snapshots/staging.json"  # offline target (tests, fleet jobs)
+manifests = ["base", "overlays/staging"]
+
+[clusters]
+legacy = "OTHER-ID"             # the older form: a name for the `cluster:` guard only
+
+[policy]                        # guardrails: plan and apply refuse what breaks them
+max-delete = 10
+max-delete-percent = 25
+required-keys = ["producer_byte_rate"]
+required-defaults = ["user"]
+required-labels = ["team"]
+[policy.keys.producer_byte_rate]
+min = "1KiB"
+max = "1GiB"
+
+[custom]
+entity-types = ["group"]        # KIP-546: entity types are open strings
+keys = ["x_custom_rate"]        # passed through unvalidated
+
+[limits]
+max-file-mib = 128              # refuse larger manifest files
+```
+Found in the current directory or its parents, unless ``--config`` names one. Every problem is a
+located diagnostic (``kqplan.toml:7:1: error[KQP190] …``): a typo in a guardrail must not pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kqplan.core.diagnostics import did_you_mean
+from kqplan.core.errors import KqplanError
+from kqplan.core.policy import Policy
+
+CONFIG_NAME = "kqplan.toml"
+CONFIG_ERROR = "KQP190"
+"""Any problem in kqplan.toml: unknown key, wrong type, bad value."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEntry:
+    """One cluster of the inventory: where it is, what it must be, which manifests describe it."""
+
+    name: str
+    id: str | None = None
+    """The cluster id plan/apply demand (the ``cluster:`` guard of a manifest naming ``name`` maps here)."""
+    bootstrap: str | None = None
+    command_config: Path | None = None
+    snapshot: Path | None = None
+    manifests: tuple[Path, ...] = ()
+    """Ordered layers (absolute paths): a later layer may override an earlier one's entity."""
+    mode: str | None = None
+    """Declared metadata mode (``kraft`` | ``zookeeper``) for offline validation; detected online."""
+    version: str | None = None
+    """Declared Kafka version (``3.9``) for offline validation; detected online."""
+
+    @property
+    def has_target(self) -> bool:
+        return self.bootstrap is not None or self.snapshot is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfig:
+    custom_entity_types: frozenset[str] = frozenset()
+    custom_keys: frozenset[str] = frozenset()
+    clusters: Mapping[str, ClusterEntry] = field(default_factory=dict)
+    policy: Policy = field(default_factory=Policy)
+    max_file_bytes: int = 128 * 1024 * 1024
+    source: Path | None = None
+
+    def cluster_id_for(self, guard: str) -> str:
+        """A manifest's ``cluster:`` value as a cluster id (names map through the inventory)."""
+        entry = self.clusters.get(guard)
+        return entry.id if entry is not None and entry.id is not None else guard
+
+    def cluster(self, name: str) -> ClusterEntry:
+        """The inventory entry ``name``; a KqplanError naming the choices when there is none."""
+        entry = self.clusters.get(name)
+        if entry is not None:
+            return entry
+        where = f"in {self.source}" if self.source else "(no kqplan.toml found)"
+        guess = did_you_mean(name, self.clusters)
+        hint = (f"did you mean '{guess}'?" if guess else
+                f"clusters: {', '.join(sorted(self.clusters))}" if self.clusters else
+                f"add a [clusters.{name}] table to {CONFIG_NAME}, or pass --config FILE")
+        raise KqplanError(f"no cluster '{name}' {where}", hint=hint)
+
+

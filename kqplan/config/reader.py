@@ -1,0 +1,269 @@
+"""Reading ``kqplan.toml`` (:mod:`kqplan.config.model` holds what it becomes), every problem a located
+KQP190 diagnostic.
+
+A file of the usual shape is checked by hand (:func:`plain_document`) and never imports pydantic
+(0.04 s of every command's start-up in a repository with a ``kqplan.toml``); anything it does not
+accept goes through the pydantic schema in :mod:`kqplan.config.schema`, which decides and locates
+every problem. The plain check accepts only what the schema accepts, with the same result
+(tests/config_plain_test.py checks both on generated files).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kqplan.config.locate import config_error
+from kqplan.config.model import CONFIG_NAME, ClusterEntry, ProjectConfig
+from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, did_you_mean
+from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER
+from kqplan.core.errors import KqplanError
+from kqplan.core.policy import DEFAULT_MAX_DELETE, DEFAULT_MAX_DELETE_PERCENT, KeyBounds, Policy
+from kqplan.core.quotas import QUOTA_KEYS
+
+CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manifests", "mode", "version")
+POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
+                 "required-labels", "keys", "allow-unmanaged")
+
+
+# -- the plain check ------------------------------------------------------------------------------
+
+def _int(value: object) -> bool:
+    return type(value) is int
+
+
+def _number(value: object) -> bool:
+    return type(value) is int or (type(value) is float and math.isfinite(value))
+
+
+def _strings(value: object) -> bool:
+    return type(value) is list and all(type(v) is str for v in value)
+
+
+def _table(value: object, fields: Sequence[str]) -> bool:
+    return type(value) is dict and all(k in fields for k in value)
+
+
+def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """``raw`` with its defaults filled in when it is plainly valid (every key known, spelled as
+    documented, every value of its type and range); None sends it to the schema."""
+    if not _table(raw, ("clusters", "policy", "custom", "limits")):
+        return None
+    listed = raw.get("clusters", {})
+    if type(listed) is not dict:
+        return None
+    clusters: dict[str, Any] = {}
+    for name, value in listed.items():
+        if type(value) is str:
+            clusters[name] = value
+            continue
+        if not _table(value, CLUSTER_FIELDS) or not all(
+                type(v) is str for k, v in value.items() if k != "manifests"):
+            return None
+        if not _strings(value.get("manifests", [])):
+            return None
+        clusters[name] = {f: value.get(f) for f in CLUSTER_FIELDS}
+        clusters[name]["manifests"] = list(value.get("manifests", []))
+    policy = raw.get("policy", {})
+    if not _table(policy, POLICY_FIELDS):
+        return None
+    max_delete = policy.get("max-delete", DEFAULT_MAX_DELETE)
+    percent = policy.get("max-delete-percent", DEFAULT_MAX_DELETE_PERCENT)
+    keys = policy.get("keys", {})
+    if not (_int(max_delete) and max_delete >= 0 and _number(percent) and 0 <= percent <= 100
+            and all(_strings(policy.get(f, [])) for f in ("required-keys", "required-defaults",
+                                                          "required-labels"))
+            and type(policy.get("allow-unmanaged", True)) is bool and type(keys) is dict):
+        return None
+    bounds: dict[str, Any] = {}
+    for key, b in keys.items():
+        if not _table(b, ("min", "max")) or not all(_number(v) or type(v) is str for v in b.values()):
+            return None
+        bounds[key] = {"min": b.get("min"), "max": b.get("max")}
+    custom, limits = raw.get("custom", {}), raw.get("limits", {})
+    if not (_table(custom, ("entity-types", "keys")) and all(_strings(v) for v in custom.values())
+            and _table(limits, ("max-file-mib",))):
+        return None
+    max_file_mib = limits.get("max-file-mib", 128)
+    if not (_int(max_file_mib) and max_file_mib > 0):
+        return None
+    return {
+        "custom": {"entity-types": list(custom.get("entity-types", [])),
+                   "keys": list(custom.get("keys", []))},
+        "clusters": clusters,
+        "policy": {"max-delete": max_delete, "max-delete-percent": percent,
+                   **{f: list(policy.get(f, [])) for f in ("required-keys", "required-defaults",
+                                                           "required-labels")},
+                   "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True)},
+        "limits": {"max-file-mib": max_file_mib},
+    }
+
+
+# -- problems and values --------------------------------------------------------------------------
+
+
+def _bound(path: Path, text: str, key: str, which: str, raw: object, *,
+           problems: list[Diagnostic]) -> float | None:
+    if raw is None:
+        return None
+    loc = ("policy", "keys", key, which)
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which} must be a number"))
+        return None
+    if isinstance(raw, str):
+        from kqplan.core.units import UnitError, parse_bytes
+
+        spec = QUOTA_KEYS.get(key)
+        if spec is None or not spec.bytes_per_second:
+            problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {key} takes "
+                                          f"a plain number, not '{raw}'"))
+            return None
+        try:
+            return float(parse_bytes(raw))
+        except UnitError as exc:
+            problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {exc}",
+                                          exc.hint))
+            return None
+    return float(raw)
+
+
+def _entry(base: Path, name: str, raw: str | dict[str, Any]) -> ClusterEntry:
+    if isinstance(raw, str):
+        return ClusterEntry(name, id=raw)
+
+    def rel(value: str | None) -> Path | None:
+        return None if value is None else (base / value)
+
+    return ClusterEntry(name, id=raw["id"], bootstrap=raw["bootstrap-server"],
+                        command_config=rel(raw["command-config"]), snapshot=rel(raw["snapshot"]),
+                        manifests=tuple(base / m for m in raw["manifests"]), mode=raw["mode"],
+                        version=raw["version"])
+
+
+def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[Diagnostic]) -> None:
+    for name, raw in doc["clusters"].items():
+        if isinstance(raw, str):
+            continue
+        loc = ("clusters", name)
+        if raw["bootstrap-server"] is not None and raw["snapshot"] is not None:
+            problems.append(config_error(path, text, (*loc, "snapshot"),
+                                         f"cluster '{name}' has both bootstrap-server and snapshot",
+                                         "a cluster has one target: keep one of them"))
+        if raw["command-config"] is not None and raw["bootstrap-server"] is None:
+            problems.append(config_error(path, text, (*loc, "command-config"),
+                                         f"cluster '{name}': command-config without bootstrap-server"))
+        if raw["mode"] is not None and raw["mode"] not in ("kraft", "zookeeper"):
+            problems.append(config_error(path, text, (*loc, "mode"),
+                                         f"cluster '{name}': mode must be kraft or zookeeper, "
+                                         f"not '{raw['mode']}'"))
+        for i, layer in enumerate(raw["manifests"]):
+            if not (path.parent / layer).exists():
+                problems.append(config_error(path, text, (*loc, "manifests"),
+                                             f"cluster '{name}': manifests layer '{layer}' does not "
+                                             "exist", f"paths are relative to {path.parent}"))
+            if raw["manifests"].index(layer) != i:
+                problems.append(config_error(path, text, (*loc, "manifests"),
+                                             f"cluster '{name}': layer '{layer}' is listed twice"))
+
+
+def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[str],
+            problems: list[Diagnostic]) -> Policy:
+    raw = doc["policy"]
+    known_keys = set(QUOTA_KEYS) | custom_keys
+    for key in raw["required-keys"]:
+        if key not in known_keys:
+            guess = did_you_mean(key, known_keys)
+            problems.append(config_error(path, text, ("policy", "required-keys"),
+                                         f"policy.required-keys: unknown quota key '{key}'",
+                                         f"did you mean '{guess}'?" if guess else None))
+    defaults: list[tuple[str, ...]] = []
+    for spec in raw["required-defaults"]:
+        types = tuple(t.strip() for t in spec.split(","))
+        canonical = tuple(t for t in (USER, CLIENT_ID, IP) if t in types)
+        if len(canonical) != len(types) or not canonical or (IP in types and len(types) > 1):
+            problems.append(config_error(
+                path, text, ("policy", "required-defaults"),
+                f"policy.required-defaults: '{spec}' is not a default entity",
+                "write \"user\", \"client-id\", \"user,client-id\" or \"ip\""))
+            continue
+        defaults.append(canonical)
+    bounds = []
+    for key, b in raw["keys"].items():
+        if key not in known_keys:
+            guess = did_you_mean(key, known_keys)
+            problems.append(config_error(path, text, ("policy", "keys", key),
+                                         f"policy.keys: unknown quota key '{key}'",
+                                         f"did you mean '{guess}'?" if guess else None))
+            continue
+        low = _bound(path, text, key, "min", b["min"], problems=problems)
+        high = _bound(path, text, key, "max", b["max"], problems=problems)
+        if low is not None and high is not None and low > high:
+            problems.append(config_error(path, text, ("policy", "keys", key),
+                                         f"policy.keys.{key}: min is above max"))
+        bounds.append(KeyBounds(key, low, high))
+    return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(raw["required-keys"]),
+                  tuple(defaults), tuple(raw["required-labels"]), tuple(bounds), raw["allow-unmanaged"],
+                  path)
+
+
+def read_config(path: Path) -> ProjectConfig:
+    """Read and validate a ``kqplan.toml``; every problem located (DiagnosticsError)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KqplanError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise KqplanError(f"{path}: not UTF-8", hint="save kqplan.toml as UTF-8") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise KqplanError(f"{path}: invalid TOML: {exc}") from None
+    doc = plain_document(raw)
+    if doc is None:
+        from kqplan.config.schema import validate_document
+
+        doc = validate_document(path, text, raw)
+    problems: list[Diagnostic] = []
+    custom = doc["custom"]
+    clash = set(custom["entity-types"]) & set(BUILTIN_TYPES)
+    if clash:
+        problems.append(config_error(path, text, ("custom", "entity-types"),
+                                     f"custom.entity-types redeclares built-in type(s) {sorted(clash)}"))
+    clash = set(custom["keys"]) & set(QUOTA_KEYS)
+    if clash:
+        problems.append(config_error(path, text, ("custom", "keys"),
+                                     f"custom.keys redeclares built-in key(s) {sorted(clash)}"))
+    _check_clusters(path, text, doc, problems)
+    custom_keys = frozenset(custom["keys"])
+    policy = _policy(path, text, doc, custom_keys, problems)
+    if problems:
+        raise DiagnosticsError(problems)
+    base = path.parent.resolve()
+    return ProjectConfig(
+        custom_entity_types=frozenset(custom["entity-types"]),
+        custom_keys=custom_keys,
+        clusters={name: _entry(base, name, raw) for name, raw in doc["clusters"].items()},
+        policy=policy,
+        max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
+        source=path,
+    )
+
+
+def load_config(path: Path) -> ProjectConfig:
+    """Read and validate a ``kqplan.toml``; every problem located (DiagnosticsError)."""
+    from kqplan.config.reader import read_config  # pydantic: only when there is a file to read
+
+    return read_config(path)
+
+
+def find_config(start: Path) -> ProjectConfig:
+    """The nearest ``kqplan.toml`` at or above ``start``, or the defaults."""
+    here = start.resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / CONFIG_NAME
+        if candidate.is_file():
+            return load_config(candidate)
+    return ProjectConfig()

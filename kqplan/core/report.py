@@ -1,0 +1,61 @@
+"""An apply's outcome: a status per entity, and the report that gathers them (values only; the
+protocol that fills them is :mod:`kqplan.apply`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kqplan.core.plan import Change, ClusterRef
+from kqplan.core.state import Quotas
+
+
+class Status(StrEnum):
+    APPLIED = "applied"  # the broker said yes, and describe shows the change
+    UNVERIFIED = "unverified"  # the broker said yes, but describe never showed it
+    FAILED = "failed"  # the broker refused the entity
+    NOT_APPLIED = "not applied"  # outcome lost in transit; describe shows the old state
+    UNKNOWN = "unknown"  # outcome lost; describe shows neither state
+    SKIPPED = "skipped"  # pre-flight failed for the batch: nothing was sent for real
+    STORED_DIFFERENTLY = "stored differently"  # the broker keeps another value (ZooKeeper truncates)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    change: Change
+    status: Status
+    error_code: int = 0
+    error_message: str | None = None
+    stored: Quotas | None = None
+    """What describe showed, when the cluster holds something else than asked."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.APPLIED
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyReport:
+    cluster: ClusterRef
+    outcomes: tuple[Outcome, ...]
+    preflight_failed: bool
+    batches: int
+    requests: Mapping[str, int]
+    """Requests sent by the protocol: ``describe``, ``alter_validate``, ``alter``."""
+    unchanged: int = 0
+    notes: tuple[str, ...] = field(default=())
+    verify_polls: int = 0
+    """Describes verify needed before every change showed (or its deadline passed)."""
+    verify_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.preflight_failed and all(o.ok for o in self.outcomes)
+
+    def count(self, status: Status) -> int:
+        return sum(o.status is status for o in self.outcomes)
+
+
+def iter_failures(report: ApplyReport) -> Iterator[Outcome]:
+    return (o for o in report.outcomes if o.status is not Status.APPLIED)

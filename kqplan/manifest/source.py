@@ -1,0 +1,66 @@
+"""A manifest file as read: its path and text (positions found on first use), and what loading
+made of it (the document fields, the parsed data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kqplan.core.diagnostics import Diagnostic, Loc, Span
+from kqplan.manifest.head import ManifestHead
+
+if TYPE_CHECKING:
+    from kqplan.manifest.models import Manifest
+    from kqplan.manifest.positions import Locator
+
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(slots=True)
+class SourceFile:
+    path: str
+    text: str
+    _locator: Locator | None = None
+    _items: tuple[list[int], int] | None = None
+
+    def entity_place(self, index: int) -> tuple[int, int] | None:
+        """Line and column of ``entities[index]`` in a block-style list (one scan of the file, on
+        first use); None for other layouts."""
+        if self._items is None:
+            from kqplan.manifest.items import entity_lines
+
+            self._items = entity_lines(self.text)
+        lines, column = self._items
+        return (lines[index], column) if 0 <= index < len(lines) else None
+
+    @classmethod
+    def of(cls, path: str, text: str) -> SourceFile:
+        return cls(path, text)
+
+    def span(self, loc: Loc, *, at_key: bool = False) -> Span:
+        """Where ``loc`` is in the file (composes the text on first use)."""
+        return self.locator.span(loc, at_key=at_key)
+
+    @property
+    def locator(self) -> Locator:
+        """Created on first use: valid files never import pyyaml or compose their text."""
+        if self._locator is None:
+            from kqplan.manifest.positions import Locator
+
+            self._locator = Locator(self.path, self.text)
+        return self._locator
+
+
+@dataclass(slots=True)
+class LoadedManifest:
+    source: SourceFile
+    manifest: Manifest | ManifestHead
+    """The document-level fields (the pydantic model only when the plain check could not tell)."""
+    raw: dict[str, Any]
+    """The parsed YAML, to tell an explicit ``user: null`` from a missing ``user``."""
+
+
+@dataclass(slots=True)
+class LoadResult:
+    manifests: list[LoadedManifest] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)

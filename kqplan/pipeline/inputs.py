@@ -1,0 +1,41 @@
+"""What a command reads for an inventory cluster: its manifest layers and the Kafka rules it
+declares. Light on purpose: ``validate`` needs these without the cluster-facing modules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kqplan.config.model import ClusterEntry
+from kqplan.core.errors import KqplanError
+from kqplan.core.principals import Principal, parse_principals
+from kqplan.core.versions import ClusterProfile
+
+
+def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None) -> list[Path]:
+    """The paths given, else the inventory cluster's layers."""
+    if paths:
+        return list(paths)
+    if cluster is not None and cluster.manifests:
+        return list(cluster.manifests)
+    if cluster is not None:
+        raise KqplanError(f"cluster '{cluster.name}' lists no manifests in the inventory",
+                          hint=f"add manifests = [\"DIR\", ...] to [clusters.{cluster.name}], or give paths")
+    raise KqplanError("no manifests given", hint="give manifest files or directories, or --cluster NAME")
+
+
+def declared_profile(entry: ClusterEntry | None) -> ClusterProfile:
+    """The mode/version an inventory entry declares for offline checks (unknown: KRaft rules)."""
+    return ClusterProfile.of(entry.version, entry.mode) if entry is not None else ClusterProfile()
+
+
+def read_principals(path: Path) -> list[Principal]:
+    """Read a principals file (CSV or JSON lines); KqplanError when unreadable or malformed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KqplanError(f"cannot read principals file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise KqplanError(f"{path}: not UTF-8 (byte {exc.start})",
+                          hint="save the principals file as UTF-8") from None
+    return parse_principals(text, source=str(path))

@@ -1,0 +1,95 @@
+"""An apply report: per-entity lines and a terraform-style closing line, and the ``--report`` JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kqplan.core.cluster import error_name
+from kqplan.core.plan import Action, same_value
+from kqplan.core.report import ApplyReport, Status
+from kqplan.core.units import format_number
+from kqplan.render.text import paint
+
+
+def report_to_json(report: ApplyReport) -> dict[str, Any]:
+    """The ``--report`` file."""
+    return {
+        "format_version": 1,
+        "cluster": {"id": report.cluster.id, "bootstrap": report.cluster.address,
+                    "version": report.cluster.version, "mode": report.cluster.mode},
+        "ok": report.ok,
+        "preflight_failed": report.preflight_failed,
+        "summary": {s.value.replace(" ", "_"): report.count(s) for s in Status}
+        | {"unchanged": report.unchanged},
+        "batches": report.batches,
+        "requests": dict(report.requests),
+        # the describes verify took: Kafka shows an alter after a short read-after-write lag
+        "verify": {"polls": report.verify_polls, "seconds": round(report.verify_seconds, 3)},
+        "notes": list(report.notes),
+        "entities": [
+            {
+                "entity": o.change.entity.to_json(),
+                "display": o.change.display,
+                "action": o.change.action.value,
+                "status": o.status.value,
+                "error": None if not o.error_code else {
+                    "code": o.error_code, "name": error_name(o.error_code), "message": o.error_message},
+                # what the cluster holds: the stored values when they differ from those asked
+                "after": dict(o.stored) if o.stored is not None else
+                dict(o.change.after) if o.change.after is not None else None,
+            }
+            for o in report.outcomes
+        ],
+    }
+
+
+_SHOW_ALL_UP_TO = 1000  # past this many entities, only the ones needing attention are listed
+
+
+def render_apply(report: ApplyReport, *, color: bool = False) -> str:
+    """Per-entity results, then a terraform-style closing line; ``color``: the markers as in plans,
+    and what did not apply in red."""
+    lines: list[str] = []
+    outcomes = report.outcomes
+    show_all = len(outcomes) <= _SHOW_ALL_UP_TO
+    hidden = 0
+    for o in outcomes:
+        if o.status is Status.APPLIED and not show_all:
+            hidden += 1
+            continue
+        marker = o.change.action.marker
+        status = o.status.value if o.ok else paint("-", o.status.value, color)
+        text = f"  {paint(marker, marker, color)} {o.change.display}: {status}"
+        if o.error_code:
+            text += f": {error_name(o.error_code)}: {o.error_message or ''}".rstrip(": ")
+        elif o.status is Status.UNVERIFIED:
+            text += " (the broker accepted it, but describe did not show it before the deadline)"
+        elif o.status is Status.UNKNOWN:
+            text += (" (the answer to the alter was lost and describe does not show the change: it "
+                     "may still land; run `kqplan plan` to see)")
+        elif o.status is Status.STORED_DIFFERENTLY and o.stored is not None:
+            asked = o.change.after or {}
+            text += ": " + ", ".join(f"{k}={format_number(o.stored[k])} (asked {format_number(asked[k])})"
+                                     for k in sorted(asked) if k in o.stored
+                                     and not same_value(o.stored[k], asked[k]))
+        lines.append(text)
+    if hidden:
+        lines.append(f"  … and {hidden} more applied (the --report file lists every entity)")
+    lines.extend(report.notes)
+    if report.preflight_failed:
+        failed = report.count(Status.FAILED)
+        lines.append(f"Apply refused by the broker's validation: {failed} entit"
+                     f"{'y' if failed == 1 else 'ies'} failed; nothing was changed.")
+    elif report.ok:
+        counts = {a: sum(o.change.action is a for o in outcomes) for a in Action}
+        lines.append(f"Apply complete: {counts[Action.CREATE]} added, {counts[Action.UPDATE]} "
+                     f"changed, {counts[Action.DELETE]} deleted.")
+    else:
+        applied = report.count(Status.APPLIED)
+        problems = ", ".join(f"{report.count(s)} {s.value}" for s in Status
+                             if s is not Status.APPLIED and report.count(s))
+        advice = ("Run apply again to converge." if not report.count(Status.STORED_DIFFERENTLY) else
+                  "Re-running cannot converge where the cluster stores values differently: change the "
+                  "manifest to what it keeps (ZooKeeper-mode brokers truncate whole-number keys).")
+        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. {advice}")
+    return "\n".join(lines) + "\n"

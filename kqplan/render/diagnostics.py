@@ -1,0 +1,46 @@
+"""Diagnostics as JSON (``--format json``) and as GitHub workflow annotations (the concise text form
+is :func:`kqplan.core.diagnostics.render_text`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from kqplan.core.diagnostics import Diagnostic
+from kqplan.render.escape import github_data
+
+
+def render_json(diagnostics: Iterable[Diagnostic]) -> str:
+    return json.dumps(
+        [
+            {
+                "code": d.code,
+                "severity": d.severity.value,
+                "message": d.message,
+                "filename": d.span.path,
+                "location": {"row": d.span.line, "column": d.span.column},
+                "hint": d.hint,
+                "related": [
+                    {"message": r.message, "filename": r.span.path,
+                     "location": {"row": r.span.line, "column": r.span.column}}
+                    for r in d.related
+                ],
+            }
+            for d in diagnostics
+        ],
+        indent=2,
+        ensure_ascii=False,
+    )
+
+
+def render_github(diagnostics: Iterable[Diagnostic]) -> str:
+    """GitHub Actions workflow commands: each becomes an annotation on the PR."""
+    out = []
+    for d in diagnostics:
+        level = "error" if d.is_error else "warning"
+        text = d.message + (f" (help: {d.hint})" if d.hint else "")
+        out.append(
+            f"::{level} title=kqplan {d.code},file={d.span.path},line={max(d.span.line, 1)},"
+            f"col={max(d.span.column, 1)}::{github_data(text)}"
+        )
+    return "\n".join(out)

@@ -1,0 +1,122 @@
+"""Views of a plan: text (terraform's markers), Markdown for PR comments, and JSON.
+
+Renderers only read the plan. The markers and the summary line are built here once, from
+``Action.marker`` and ``Plan.summary``, so the three formats cannot disagree.
+"""
+
+from __future__ import annotations
+
+from kqplan.core.plan import Change, ClusterRef, Plan, Summary
+from kqplan.core.quotas import QUOTA_KEYS
+from kqplan.core.units import format_bytes, format_number
+
+NO_CHANGES = "No changes. The cluster matches the manifests."
+
+
+def plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def summary_line(s: Summary) -> str:
+    return f"Plan: {s.add} to add, {s.change} to change, {s.delete} to delete."
+
+
+def show_value(key: str, value: float | None) -> str:
+    """``1048576 (1 MiB)`` for byte rates, the plain number otherwise."""
+    if value is None:
+        return "(none)"
+    text = format_number(value)
+    spec = QUOTA_KEYS.get(key)
+    human = format_bytes(value) if spec is not None and spec.bytes_per_second else None
+    return f"{text} ({human})" if human else text
+
+
+def key_rows(change: Change) -> list[tuple[str, str, float | None, float | None]]:
+    """(marker, key, before, after) for every key that differs, in key order."""
+    before = change.before or {}
+    rows: list[tuple[str, str, float | None, float | None]] = []
+    for op in change.ops:
+        if op.value is None:
+            rows.append(("-", op.key, before.get(op.key), None))
+        elif op.key in before:
+            rows.append(("~", op.key, before[op.key], op.value))
+        else:
+            rows.append(("+", op.key, None, op.value))
+    return rows
+
+
+def target_line(cluster: ClusterRef) -> str:
+    """``cluster ID (ADDRESS), Kafka >=3.9 (zookeeper)``: which cluster, and what kqplan knows of it."""
+    where = f"cluster {cluster.id or 'unknown id'} ({cluster.address})"
+    if cluster.version:
+        where += f", Kafka {cluster.version}"
+    if cluster.mode:
+        where += f" ({cluster.mode})"
+    return where
+
+
+def target_of(plan: Plan) -> str:
+    return target_line(plan.cluster)
+
+
+_COLORS = {"+": "\x1b[32m", "~": "\x1b[33m", "-": "\x1b[31m"}
+_RESET = "\x1b[0m"
+UNMANAGED_SHOWN = 10
+"""Unmanaged entities listed by name in text and Markdown; JSON has them all."""
+
+
+def paint(marker: str, text: str, color: bool) -> str:
+    """terraform's colours for the markers: green create, yellow update, red delete."""
+    return f"{_COLORS[marker]}{text}{_RESET}" if color and marker in _COLORS else text
+
+
+def unmanaged_lines(plan: Plan, *, limit: int = UNMANAGED_SHOWN) -> list[str]:
+    """The "not managed by these manifests" section: count, then the first entities."""
+    if not plan.unmanaged:
+        return []
+    n = len(plan.unmanaged)
+    lines = [f"{n} entit{'y' if n == 1 else 'ies'} on the cluster {'is' if n == 1 else 'are'} not managed "
+             "by these manifests (left untouched; adopt with `kqplan import`):"]
+    lines += [f"  ? {entity.display}" for entity, _ in plan.unmanaged[:limit]]
+    if n > limit:
+        lines.append(f"  … and {n - limit} more (--format json lists every one)")
+    return lines
+
+
+def render_text(plan: Plan, *, color: bool = False) -> str:
+    lines: list[str] = []
+    unmanaged = unmanaged_lines(plan)
+    if not plan.has_changes:
+        checked = plural(plan.unchanged, "entity", "entities")
+        lines.append(f"{NO_CHANGES} ({checked} checked on {target_of(plan)})")
+        lines.extend(plan.notes)
+        if unmanaged:
+            lines += ["", *unmanaged]
+        return "\n".join(lines) + "\n"
+    lines.append(f"kqplan will perform the following actions on {target_of(plan)}:")
+    lines.append("")
+    for change in plan.changes:
+        marker = change.action.marker
+        head = f"  {paint(marker, marker, color)} {change.display}"
+        if change.origin is not None:
+            head += f"  # {change.origin}"
+        lines.append(head)
+        for mark, key, old, new in key_rows(change):
+            sign = paint(mark, mark, color)
+            if mark == "~":
+                lines.append(f"      {sign} {key} = {show_value(key, old)} -> {show_value(key, new)}")
+            elif mark == "+":
+                lines.append(f"      {sign} {key} = {show_value(key, new)}")
+            else:
+                lines.append(f"      {sign} {key} = {show_value(key, old)}")
+        lines.append("")
+    lines.extend(plan.notes)
+    if unmanaged:
+        lines += [*unmanaged, ""]
+    lines.append(summary_line(plan.summary))
+    return "\n".join(lines) + "\n"
+
+
+# -- apply reports ------------------------------------------------------------------------------
+
+
