@@ -1,5 +1,5 @@
 """``python -m kqplan``: the same entry point as the ``kqplan`` script."""
 
-from kqplan.cli import main
+from kqplan.cli.main import main
 
 main()

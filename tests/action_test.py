@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kqplan.sandbox.broker import Sandbox, SandboxConfig, SaslUser
+from kqplan.sandbox import Sandbox, SandboxConfig, SaslUser
 from kqplan.snapshot.file import read_snapshot
 from tests.helpers import REPO
 

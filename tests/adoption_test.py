@@ -11,7 +11,7 @@ import pytest
 
 from kqplan.core.entity import Entity
 from kqplan.manifest.export import yaml_value
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import run_cli
 
 SEED = {

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import run_cli
 
 

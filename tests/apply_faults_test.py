@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
-from kqplan.sandbox.faults import Drop, Fault
+from kqplan.sandbox import Drop, Fault, Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 

@@ -88,7 +88,7 @@ def live(request) -> Iterator[Live]:
         broker = real_kafka_for(request, request.param)
         yield Live("real_kafka", broker.bootstrap, broker.sasl_bootstrap, dict(broker.users), broker.spec)
         return
-    from kqplan.sandbox.broker import Listener, Operation, Sandbox, SandboxConfig, SaslUser
+    from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 
     users = {"admin": "admin-pw", "reader": "reader-pw"}
     config = SandboxConfig(port=0, extra_listeners=(Listener(sasl=True),), users={

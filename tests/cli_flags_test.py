@@ -56,7 +56,7 @@ def test_no_input_never_prompts():
 
 
 def test_only_the_named_command_is_built_and_the_app_is_left_whole(tmp_path):
-    from kqplan.cli import app
+    from kqplan.cli.main import app
 
     before = (list(app.registered_commands), list(app.registered_groups))
     plan_dir = tmp_path / "plan"  # a path that reads like a command name

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kqplan import __version__
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import REPO, run_cli, run_kqplan, write_manifest
 
 LINTY = (

@@ -19,8 +19,7 @@ import pytest
 from kqplan.commands import apply as apply_command
 from kqplan.commands import plan as plan_command
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
-from kqplan.sandbox.faults import Fault
+from kqplan.sandbox import Fault, Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 DESCRIBE = 48
@@ -169,7 +168,7 @@ def test_a_target_that_cannot_be_opened_is_reported_after_the_manifests(tmp_path
 def test_a_broker_that_fails_the_identity_is_tried_once_as_usual(tmp_path: Path, principals: bool) -> None:
     """The thread's attempts at the identity (3) are the command's: its failure is raised by the
     next call, whichever it is (describe first with --principals), not tried 3 more times."""
-    from kqplan.sandbox.faults import Drop
+    from kqplan.sandbox import Drop
 
     config = SandboxConfig(port=0, seed=SEED, faults=(Fault("metadata", drop=Drop.BEFORE),))
     extra: list[str | Path] = []

@@ -30,7 +30,7 @@ class Result:
 
 def run_cli(*args: str | Path) -> Result:
     """Run ``kqplan ARGS`` in this process, capturing its streams and exit code."""
-    from kqplan.cli import main
+    from kqplan.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0

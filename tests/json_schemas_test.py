@@ -15,8 +15,7 @@ from kqplan.core.diagnostics import Severity
 from kqplan.core.entity import Entity
 from kqplan.core.plan import Action
 from kqplan.core.report import Status
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
-from kqplan.sandbox.faults import Fault
+from kqplan.sandbox import Fault, Sandbox, SandboxConfig
 from tests.helpers import REPO, run_cli, write_manifest
 
 NAMES = ("plan", "report", "errors")

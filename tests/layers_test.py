@@ -4,7 +4,7 @@ origin in plan JSON, metadata merged label by label and ignored by the diff; san
 from __future__ import annotations
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 

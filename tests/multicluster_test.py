@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
 from tests.helpers import run_cli, write_manifest
 

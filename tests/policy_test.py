@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 

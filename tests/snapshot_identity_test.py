@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
-from kqplan.sandbox.flavors import Flavor
+from kqplan.sandbox import Flavor, Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 FRACTION = """\

@@ -86,23 +86,10 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = DEFAULT_VERIFY
     if plan.cluster.mode == "zookeeper":
         cap = min(cap, ZOOKEEPER_RECORDS_PER_REQUEST)
     groups = batches(plan.changes, cap)
-    notes: list[str] = []
-    if len(groups) > 1 and cap == ZOOKEEPER_RECORDS_PER_REQUEST:
-        notes.append(f"The changes need {sum(map(records, plan.changes))} records: sent as {len(groups)} "
-                     f"requests of at most {cap} (a ZooKeeper-mode broker writes every entity to "
-                     "ZooKeeper before it answers).")
-    elif len(groups) > 1:
-        notes.append(f"The changes need {sum(map(records, plan.changes))} records, more than Kafka's "
-                     f"{cap} per request: sent as {len(groups)} requests.")
+    notes = _batch_notes(plan, groups, cap)
 
     # 2. pre-flight: validateOnly for every entry, in the same batches as the real alter
-    failures: dict[Entity, EntityResult] = {}
-    for i, group in enumerate(groups, 1):
-        progress(f"Validating batch {i}/{len(groups)} ({len(group)} entities)")
-        requests["alter_validate"] += 1
-        results = _results(cluster.alter(_alterations(group), validate_only=True))
-        failures.update({e: r for e, r in results.items() if not r.ok})
-        _check_complete(group, results)
+    failures = _preflight(cluster, groups, requests, progress)
     if failures:
         outcomes = tuple(
             Outcome(c, Status.FAILED, failures[c.entity].error_code, failures[c.entity].error_message)
@@ -112,22 +99,7 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = DEFAULT_VERIFY
                            tuple(notes))
 
     # 3. the real alter
-    answered: dict[Entity, EntityResult] = {}
-    lost: list[Change] = []
-    late: set[Entity] = set()  # timed out: the broker may still apply them after we look
-    for i, group in enumerate(groups, 1):
-        progress(f"Applying batch {i}/{len(groups)} ({len(group)} entities)")
-        requests["alter"] += 1
-        try:
-            results = _results(cluster.alter(_alterations(group), validate_only=False))
-        except AlterOutcomeUnknown as exc:
-            notes.append(f"Batch {i}: {exc.message}; its outcome was resolved by describing.")
-            lost.extend(group)
-            if exc.timed_out:
-                late.update(c.entity for c in group)
-            continue
-        _check_complete(group, results)
-        answered.update(results)
+    answered, lost, late = _alter(cluster, groups, requests, progress, notes)
 
     # 4. verify with describe, polling with a bound for read-after-write lag
     to_check = [c for c in plan.changes if c.entity not in answered or answered[c.entity].ok]
@@ -141,32 +113,82 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = DEFAULT_VERIFY
             notes.append(f"Verify failed ({exc.message}): the entities sent could not be checked.")
             observed = None
     lost_set = {c.entity for c in lost}
-    outcomes_list: list[Outcome] = []
-    for change in plan.changes:
-        result = answered.get(change.entity)
-        if result is not None and not result.ok:
-            outcomes_list.append(Outcome(change, Status.FAILED, result.error_code, result.error_message))
-            continue
-        if observed is None:  # nothing could be seen: acknowledged ones are unverified, lost unknown
-            status = Status.UNKNOWN if change.entity in lost_set else Status.UNVERIFIED
-            outcomes_list.append(Outcome(change, status))
-            continue
-        now = observed.get(change.entity)
-        if matches(now, change.after):
-            status = Status.APPLIED
-        elif stored_differently(now, change):
-            outcomes_list.append(Outcome(change, Status.STORED_DIFFERENTLY, stored=now))
-            continue
-        elif change.entity in lost_set:
-            # an alter that timed out may still land: "before" proves nothing then
-            unchanged_yet = matches(now, change.before) and change.entity not in late
-            status = Status.NOT_APPLIED if unchanged_yet else Status.UNKNOWN
-        else:
-            status = Status.UNVERIFIED
-        outcomes_list.append(Outcome(change, status))
+    outcomes_list = [_outcome(change, answered.get(change.entity), observed, lost_set, late)
+                     for change in plan.changes]
     return ApplyReport(plan.cluster, tuple(outcomes_list), False, len(groups), requests,
                        plan.unchanged, tuple(notes), requests["describe"] - polls,
                        time.monotonic() - started if to_check else 0.0)
+
+
+def _batch_notes(plan: Plan, groups: Sequence[Sequence[Change]], cap: int) -> list[str]:
+    """Why the changes go out as several requests, when they do."""
+    if len(groups) > 1 and cap == ZOOKEEPER_RECORDS_PER_REQUEST:
+        return [f"The changes need {sum(map(records, plan.changes))} records: sent as {len(groups)} "
+                f"requests of at most {cap} (a ZooKeeper-mode broker writes every entity to "
+                "ZooKeeper before it answers)."]
+    if len(groups) > 1:
+        return [f"The changes need {sum(map(records, plan.changes))} records, more than Kafka's "
+                f"{cap} per request: sent as {len(groups)} requests."]
+    return []
+
+
+def _preflight(cluster: Cluster, groups: Sequence[Sequence[Change]], requests: dict[str, int],
+               progress: Progress) -> dict[Entity, EntityResult]:
+    """validateOnly of every batch; the entities the broker refuses."""
+    failures: dict[Entity, EntityResult] = {}
+    for i, group in enumerate(groups, 1):
+        progress(f"Validating batch {i}/{len(groups)} ({len(group)} entities)")
+        requests["alter_validate"] += 1
+        results = _results(cluster.alter(_alterations(group), validate_only=True))
+        failures.update({e: r for e, r in results.items() if not r.ok})
+        _check_complete(group, results)
+    return failures
+
+
+def _alter(cluster: Cluster, groups: Sequence[Sequence[Change]], requests: dict[str, int],
+           progress: Progress, notes: list[str]
+           ) -> tuple[dict[Entity, EntityResult], list[Change], set[Entity]]:
+    """The real alter of every batch: the broker's answers, the changes whose answer was lost,
+    and those of them that timed out (the broker may still apply them after we look)."""
+    answered: dict[Entity, EntityResult] = {}
+    lost: list[Change] = []
+    late: set[Entity] = set()
+    for i, group in enumerate(groups, 1):
+        progress(f"Applying batch {i}/{len(groups)} ({len(group)} entities)")
+        requests["alter"] += 1
+        try:
+            results = _results(cluster.alter(_alterations(group), validate_only=False))
+        except AlterOutcomeUnknown as exc:
+            notes.append(f"Batch {i}: {exc.message}; its outcome was resolved by describing.")
+            lost.extend(group)
+            if exc.timed_out:
+                late.update(c.entity for c in group)
+            continue
+        _check_complete(group, results)
+        answered.update(results)
+    return answered, lost, late
+
+
+def _outcome(change: Change, result: EntityResult | None, observed: QuotaState | None,
+             lost: set[Entity], late: set[Entity]) -> Outcome:
+    """One change's outcome from the broker's answer (None: lost) and what describe showed
+    (None: nothing could be seen)."""
+    if result is not None and not result.ok:
+        return Outcome(change, Status.FAILED, result.error_code, result.error_message)
+    if observed is None:  # nothing could be seen: acknowledged ones are unverified, lost unknown
+        return Outcome(change, Status.UNKNOWN if change.entity in lost else Status.UNVERIFIED)
+    now = observed.get(change.entity)
+    if matches(now, change.after):
+        status = Status.APPLIED
+    elif stored_differently(now, change):
+        return Outcome(change, Status.STORED_DIFFERENTLY, stored=now)
+    elif change.entity in lost:
+        # an alter that timed out may still land: "before" proves nothing then
+        unchanged_yet = matches(now, change.before) and change.entity not in late
+        status = Status.NOT_APPLIED if unchanged_yet else Status.UNKNOWN
+    else:
+        status = Status.UNVERIFIED
+    return Outcome(change, status)
 
 
 def _check_complete(group: Sequence[Change], results: Mapping[Entity, EntityResult]) -> None:

@@ -1,6 +1,7 @@
 """Cluster backends, each an implementation of the core's ``Cluster`` protocol: the Kafka wire
-(``kafka`` over ``transport``, with ``connection`` reading client properties: TLS, SASL, Kerberos,
-OAuth) and a snapshot file (``snapshot``). Imports ``core``, ``snapshot`` and ``perf``.
+(``kafka`` over ``transport`` and ``framing``, its failures explained by ``failures``; ``connection``
+and ``security`` read the client properties: TLS, SASL, Kerberos, OAuth) and a snapshot file
+(``snapshot``). Imports ``core``, ``snapshot`` and ``perf``.
 
 Importing this package registers kafka-python's top package and its ``kafka.protocol.admin``
 package without running their ``__init__`` (see :func:`_defer_init`)."""

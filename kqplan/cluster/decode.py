@@ -144,8 +144,9 @@ def _decode_v0(b: bytes) -> tuple[DescribeResponse, int]:
     return DescribeResponse(error_code, message, state), p
 
 
-def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
-    # Lengths below 128 are one byte: read that inline and fall back to _uvarint otherwise.
+def _head_v1(b: bytes) -> tuple[int, str | None, int, int]:
+    """ErrorCode, ErrorMessage and the Entries count (+1; 0 is null) of a v1 response, and where
+    the entries start."""
     p = 4  # ThrottleTimeMs
     (error_code,) = _I16(b, p)
     p += 2
@@ -153,6 +154,12 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
     message = None if n == 0 else b[p:p + n - 1].decode()
     p += max(n - 1, 0)
     count, p = _uvarint(b, p)
+    return error_code, message, count, p
+
+
+def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
+    # Lengths below 128 are one byte: read that inline and fall back to _uvarint otherwise.
+    error_code, message, count, p = _head_v1(b)
     if count == 0:
         return DescribeResponse(error_code, message, None), _skip_tags(b, p)
     _check_count(count - 1, b, p)
@@ -210,38 +217,46 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
                 if values:
                     state[entity] = values
                 continue
-        start = p
-        k = b[p]
+        values, p = _values_v1(b, p, strings, layouts)
+        if values:
+            state[entity] = values
+    return DescribeResponse(error_code, message, state), _skip_tags(b, p)
+
+
+def _values_v1(b: bytes, p: int, strings: dict[bytes, str], layouts: dict[bytes, _ValuesLayout]
+               ) -> tuple[dict[str, float], int]:
+    """One entry's Values read field by field (the first entry of each layout, or one with a
+    varint, a tag or a repeated key), and its layout learnt when it has none of those."""
+    start = p
+    k = b[p]
+    p += 1
+    if k & 0x80:
+        k, p = _uvarint(b, p - 1)
+    values = {}
+    plain = k < 0x80
+    for _ in range(k - 1):
+        n = b[p]
         p += 1
-        if k & 0x80:
-            k, p = _uvarint(b, p - 1)
-        values = {}
-        plain = k < 0x80
-        for _ in range(k - 1):
-            n = b[p]
-            p += 1
-            if n & 0x80:
-                n, p = _uvarint(b, p - 1)
-                plain = False
-            raw = b[p:p + n - 1]
-            p += n - 1
-            values[strings.get(raw) or strings.setdefault(raw, raw.decode())] = _F64(b, p)[0]
-            p += 8
-            if b[p]:
-                p = _skip_tags(b, p)
-                plain = False
-            else:
-                p += 1
+        if n & 0x80:
+            n, p = _uvarint(b, p - 1)
+            plain = False
+        raw = b[p:p + n - 1]
+        p += n - 1
+        values[strings.get(raw) or strings.setdefault(raw, raw.decode())] = _F64(b, p)[0]
+        p += 8
         if b[p]:
             p = _skip_tags(b, p)
             plain = False
         else:
             p += 1
-        if plain and len(values) == k - 1 and p - start > 2:  # no varint, tag or repeated key
-            layouts.setdefault(b[start:start + 3], _ValuesLayout.of(b, start, list(values)))
-        if values:
-            state[entity] = values
-    return DescribeResponse(error_code, message, state), _skip_tags(b, p)
+    if b[p]:
+        p = _skip_tags(b, p)
+        plain = False
+    else:
+        p += 1
+    if plain and len(values) == k - 1 and p - start > 2:  # no varint, tag or repeated key
+        layouts.setdefault(b[start:start + 3], _ValuesLayout.of(b, start, list(values)))
+    return values, p
 
 
 _SHARED_LIMIT = 4096  # distinct Values kept for sharing: a state of unique values pays little

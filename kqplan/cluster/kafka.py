@@ -25,7 +25,9 @@ from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, Describ
 
 from kqplan.cluster.connection import ConnectionConfig, load_connection_config
 from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
-from kqplan.cluster.transport import Ahead, KafkaTransport, RawResponse, TransportError, UnsupportedApi
+from kqplan.cluster.failures import TransportError, UnsupportedApi
+from kqplan.cluster.framing import RawResponse
+from kqplan.cluster.transport import Ahead, KafkaTransport
 from kqplan.core.cluster import (
     ALL,
     Alteration,

@@ -2,7 +2,7 @@
 
 Java clients log in with JAAS's ``Krb5LoginModule``: a keytab and a principal
 (``useKeyTab=true keyTab="…" principal="…"``), or the user's ticket cache (``kinit``). kqplan
-reads the same options (kqplan/cluster/connection.py) into :class:`KerberosSettings` and acquires
+reads the same options (kqplan/cluster/security.py) into :class:`KerberosSettings` and acquires
 the credentials itself, before connecting, so that a missing keytab or ticket is reported as
 such rather than as a failed connection:
 

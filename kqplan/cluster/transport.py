@@ -1,12 +1,14 @@
-"""One connection to a Kafka cluster, over kafka-python: the only module that touches its
-semi-private networking surface.
+"""One connection to a Kafka cluster, over kafka-python: with :mod:`kqplan.cluster.framing`, the
+only module that touches its semi-private networking surface.
 
 kafka-python (3.0.x) has no client-quota API and no public "send this request" call, so this
 adapter drives its connection layer directly: ``NetworkSelector`` (the event loop, run on the
 caller's thread), ``KafkaConnectionManager.get_connection`` (TCP, TLS, ApiVersions version
 negotiation, SASL) and ``KafkaConnection.send_request``. Everything else in kqplan sees
 :class:`KafkaTransport` and the :class:`TransportError` family, so a kafka-python upgrade
-touches this file only. The request and response classes (``kafka.protocol.*``) are
+touches this file and its helpers only: ``framing`` (responses kept as bytes, socket reads),
+``failures`` (the :class:`TransportError` family, kafka-python's failures in kqplan's words)
+and ``oauth`` (OAUTHBEARER tokens). The request and response classes (``kafka.protocol.*``) are
 generated from Kafka's JSON schemas and are public.
 
 Why not ``KafkaAdminClient``: it bootstraps eagerly (a Metadata round trip, then it closes
@@ -19,13 +21,8 @@ reported as such.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import re
-import ssl
 import time
-import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 from types import TracebackType
@@ -33,58 +30,19 @@ from typing import Any
 
 import kafka.errors as kerrors
 from kafka.net.manager import KafkaConnectionManager
-from kafka.net.sasl.oauth import AbstractTokenProvider
 from kafka.net.selector import NetworkSelector
-from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.metadata import MetadataRequest
 
 from kqplan import __version__
-from kqplan.cluster.connection import ConnectionConfig, OAuthSettings
+from kqplan.cluster.connection import ConnectionConfig
+from kqplan.cluster.failures import ConnectionFailed, TransportError, UnsupportedApi, explain
+from kqplan.cluster.framing import RawResponse, bounded_reads, bytes_variant
 from kqplan.cluster.kerberos import KerberosSettings, install
+from kqplan.cluster.oauth import TokenProvider
 from kqplan.core.errors import KqplanError
 
 log = logging.getLogger("kqplan.kafka")
 _GRACE_S = 2.0  # beyond kafka-python's own per-request timer, in case that timer never fires
-
-
-class TransportError(KqplanError):
-    """A request could not be completed. ``maybe_processed``: it reached the broker, so the
-    broker may have acted on it; ``retriable``: trying again may help."""
-
-    maybe_processed = False
-    retriable = False
-
-
-class ConnectionFailed(TransportError):
-    """No connection could be set up (refused, unreachable, timed out, TLS handshake)."""
-
-    retriable = True
-
-
-class AuthenticationFailed(TransportError):
-    """The broker rejected the credentials (or the SASL mechanism)."""
-
-
-class TlsVerificationFailed(TransportError):
-    """The broker's certificate is not trusted, or not for the host name dialled; or the broker
-    refused the client's certificate (or its absence, where the listener requires one)."""
-
-
-class UnsupportedApi(TransportError):
-    """The broker does not advertise the API (or no version both sides speak)."""
-
-    def __init__(self, message: str, *, api_key: int, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.api_key = api_key
-
-
-class ResponseLost(TransportError):
-    """The request was sent but no answer came (timeout, dropped connection)."""
-
-    maybe_processed = True
-    retriable = True
-    timed_out = False
-    """No answer within request.timeout.ms: the broker may still be working on it."""
 
 
 # -- kafka-python's logging: never a secret, never noise on the user's terminal ----------------
@@ -120,144 +78,6 @@ def _tame_kafka_logging() -> None:
         logger.setLevel(logging.INFO)
 
 
-# -- OAUTHBEARER ---------------------------------------------------------------------------------
-
-class _TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-python is untyped
-    """Tokens for SASL/OAUTHBEARER: OIDC client credentials, a token file, or unsigned."""
-
-    def __init__(self, settings: OAuthSettings, timeout_s: float) -> None:
-        super().__init__()
-        self.settings = settings
-        self.timeout_s = timeout_s
-        self._token: str | None = None
-        self._expires = 0.0
-
-    def token(self) -> str:
-        s = self.settings
-        now = time.time()
-        if self._token is not None and now < self._expires - 30:
-            return self._token
-        if s.token_endpoint is None:  # unsigned, for brokers with the unsecured validator
-            def b64(data: dict[str, Any]) -> str:
-                raw = json.dumps(data, separators=(",", ":")).encode()
-                return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-            claims = {"sub": s.unsecured_principal, "iat": int(now), "exp": int(now) + 3600}
-            self._token, self._expires = f"{b64({'alg': 'none'})}.{b64(claims)}.", now + 3600
-        elif s.token_endpoint.startswith("file://"):
-            path = urllib.parse.urlparse(s.token_endpoint).path
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    self._token, self._expires = fh.read().strip(), now + 60
-            except OSError as exc:
-                raise KqplanError(f"cannot read the OAuth token file {path}: {exc.strerror}") from None
-        else:
-            self._token, self._expires = self._fetch(now)
-        return self._token
-
-    def _fetch(self, now: float) -> tuple[str, float]:
-        import urllib.error  # with urllib.request, 0.01 s of every connection's start-up otherwise
-        import urllib.request
-
-        s = self.settings
-        assert s.token_endpoint is not None
-        assert s.client_secret is not None
-        form = {"grant_type": "client_credentials"} | ({"scope": s.scope} if s.scope else {})
-        basic = base64.b64encode(f"{s.client_id}:{s.client_secret.reveal()}".encode()).decode()
-        request = urllib.request.Request(
-            s.token_endpoint, data=urllib.parse.urlencode(form).encode(), method="POST",
-            headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
-                     "Content-Type": "application/x-www-form-urlencoded"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise AuthenticationFailed(f"the OAuth token endpoint {s.token_endpoint} answered "
-                                       f"HTTP {exc.code}", hint="check the client id and secret"
-                                       ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc.__class__.__name__)
-            raise ConnectionFailed(f"cannot get an OAuth token from {s.token_endpoint}: {reason}"
-                                   ) from None
-        token = body.get("access_token") if isinstance(body, dict) else None
-        if not isinstance(token, str):
-            raise AuthenticationFailed(f"the OAuth token endpoint {s.token_endpoint} returned no "
-                                       "access_token")
-        return token, now + float(body.get("expires_in", 300))
-
-
-# -- responses kept as bytes ---------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class RawResponse:
-    """A response body as received (after its header), with the version it was sent at."""
-
-    version: int
-    body: bytes
-
-
-class _BytesResponseType:
-    """Stands in for a generated response class in kafka-python's frame parser, which calls
-    ``parse_header(buffer)`` then ``decode(buffer)``: the header is parsed as usual, the body
-    is kept as bytes for kqplan's own decoder (kqplan/cluster/decode.py)."""
-
-    def __init__(self, response_class: Any, version: int) -> None:
-        self.response_class = response_class[version]
-        self.version = version
-
-    def parse_header(self, buffer: Any) -> Any:
-        return self.response_class.parse_header(buffer)
-
-    def decode(self, buffer: Any) -> RawResponse:
-        return RawResponse(self.version, bytes(buffer.read()))
-
-
-class _BytesHeader:
-    """A request header whose response type is :class:`_BytesResponseType`; everything else
-    (encoding, correlation id) is the wrapped header's."""
-
-    __slots__ = ("_header", "_response_type")
-    _header: Any
-    _response_type: _BytesResponseType
-
-    def __init__(self, header: Any, response_type: _BytesResponseType) -> None:
-        object.__setattr__(self, "_header", header)
-        object.__setattr__(self, "_response_type", response_type)
-
-    def get_response_class(self) -> _BytesResponseType:
-        return self._response_type
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._header, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._header, name, value)
-
-
-_bytes_variants: dict[Any, Any] = {}
-
-
-def _bytes_variant(request_class: Any) -> Any:
-    """A subclass of a generated request class whose response stays undecoded.
-
-    ``init=False`` tells kafka-python's metaclass not to look for a JSON schema of that
-    name; the parent's schema, API key and version negotiation apply unchanged.
-    """
-    variant = _bytes_variants.get(request_class)
-    if variant is None:
-        response_class = ResponseClassRegistry._response_class_registry[request_class.API_KEY]
-
-        def with_header(self: Any, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
-            request_class.with_header(self, correlation_id=correlation_id, client_id=client_id)
-            self._header = _BytesHeader(self._header,
-                                        _BytesResponseType(response_class, self.API_VERSION))
-
-        variant = type(request_class)(f"{request_class.__name__}AsBytes", (request_class,),
-                                      {"__slots__": (), "with_header": with_header}, init=False)
-        _bytes_variants[request_class] = variant
-    return variant
-
-
 # -- the transport -----------------------------------------------------------------------------
 
 class KafkaTransport:
@@ -274,7 +94,7 @@ class KafkaTransport:
             _require_gssapi(config)
         kwargs = config.kafka_kwargs()
         if config.oauth is not None:
-            kwargs["sasl_oauth_token_provider"] = _TokenProvider(
+            kwargs["sasl_oauth_token_provider"] = TokenProvider(
                 config.oauth, config.request_timeout_ms / 1000)
         kwargs.update(client_software_name="kqplan", client_software_version=__version__,
                       # The event loop runs only inside our calls: no background re-auth races,
@@ -334,7 +154,7 @@ class KafkaTransport:
         For answers too big for kafka-python's generated decoder to be quick (a describe
         of every quota entity); the version is still negotiated and returned with the body.
         """
-        return self.send(_bytes_variant(request_class)(**fields), timeout_ms=timeout_ms)  # type: ignore[no-any-return]
+        return self.send(bytes_variant(request_class)(**fields), timeout_ms=timeout_ms)  # type: ignore[no-any-return]
 
     def send_ahead(self, request_class: Any, **fields: Any) -> Ahead:
         """:meth:`send_raw`'s request, written now; its answer is read by :meth:`answer`. Until
@@ -343,7 +163,7 @@ class KafkaTransport:
         if self._closed:
             raise KqplanError("internal error: the connection to the cluster is closed")
         self._net.poll(timeout_ms=0)
-        ahead: Ahead = self._run(self._send_ahead, _bytes_variant(request_class)(**fields),
+        ahead: Ahead = self._run(self._send_ahead, bytes_variant(request_class)(**fields),
                                  self.config.request_timeout_ms)
         return ahead
 
@@ -397,7 +217,7 @@ class KafkaTransport:
         try:
             return self._net.run(coro, *args)
         except kerrors.KafkaError as exc:  # kafka-python's own errors, outside any request
-            raise _explain(exc, self.config, sent=False) from None
+            raise explain(exc, self.config, sent=False) from None
 
     async def _connection(self) -> Any:
         conn = self._conn
@@ -417,13 +237,13 @@ class KafkaTransport:
                                              self.config.connect_timeout_ms + _GRACE_S * 1000)
             except Exception as exc:
                 conn.close()
-                error = _explain(exc, self.config, sent=False, where=where, waiting_for=_waiting_for(conn))
+                error = explain(exc, self.config, sent=False, where=where, waiting_for=_waiting_for(conn))
                 if not isinstance(error, ConnectionFailed):
                     raise error from None  # wrong password, untrusted certificate: stop here
                 failures.append(error)
                 continue
             self._conn, self._fresh = conn, True
-            _bounded_reads(conn)
+            bounded_reads(conn)
             return conn
         if len(failures) == 1:
             raise failures[0]
@@ -444,7 +264,7 @@ class KafkaTransport:
             await self._net.sleep(0.002)
         future = conn.send_request(request, request_timeout_ms=timeout_ms)
         if future.is_done and future.failed():  # refused before writing: not sent
-            raise _explain(future.exception, self.config, sent=False, request=request)
+            raise explain(future.exception, self.config, sent=False, request=request)
         self.sent[request.name.removesuffix("Request")] += 1
         first, self._fresh = self._fresh, False
         # The loop writes a request when the socket is writable: turn it until the bytes are out
@@ -458,41 +278,7 @@ class KafkaTransport:
             return await self._manager.wait_for(ahead.future, ahead.timeout_ms + _GRACE_S * 1000)
         except Exception as exc:
             ahead.conn.close()
-            raise _explain(exc, self.config, sent=True, request=ahead.request, first=ahead.first) from None
-
-
-_READ_LIMIT = 1 << 20
-
-
-def _bounded_reads(conn: Any) -> None:
-    """kafka-python drains a readable socket 4 KiB at a time into a list, then joins it: an
-    answer already waiting in full (a describe sent ahead: 10 MB at 100k entities) would be held
-    three times over at once (+10 MiB at a plan's peak, measured). A plain TCP connection reads
-    64 KiB at a time instead, at most 1 MiB a turn (the loop comes back at once for the rest).
-    Anything else (TLS, another kafka-python) keeps kafka-python's own reads."""
-    transport = getattr(conn, "transport", None)
-    sock = getattr(transport, "_sock", None)
-    plain = type(transport).__name__ == "KafkaTCPTransport" and hasattr(transport, "_sock_recv")
-    if not plain or transport is None or sock is None:
-        return
-
-    def sock_recv() -> tuple[bytes, Exception | None]:
-        chunks: list[bytes] = []
-        size = 0
-        while size < _READ_LIMIT:
-            try:
-                data = sock.recv(65536)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                return b"".join(chunks), kerrors.KafkaConnectionError(exc)
-            if not data:
-                return b"".join(chunks), kerrors.KafkaConnectionError("socket disconnected")
-            chunks.append(data)
-            size += len(data)
-        return b"".join(chunks), None
-
-    transport._sock_recv = sock_recv
+            raise explain(exc, self.config, sent=True, request=ahead.request, first=ahead.first) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,7 +292,6 @@ class Ahead:
     first: bool
 
 
-_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36
 _LEADER_AND_ISR = 4  # advertised by ZooKeeper-mode brokers only (listeners: zkBroker)
 
 
@@ -526,104 +311,6 @@ def _waiting_for(conn: Any) -> int | None:
     return getattr(pending[-1], "request_api_key", None)
 
 
-_CLIENT_CERT_ALERT = re.compile(r"ALERT_(?:BAD_CERTIFICATE|CERTIFICATE_REQUIRED|UNKNOWN_CA|"
-                                r"CERTIFICATE_UNKNOWN)")
-"""TLS alerts a broker sends about the client's certificate (its own is checked by OpenSSL here)."""
-
-_MISMATCH_HINT = ("if the broker hangs up at the first request, check security.protocol (it is {}): "
-                  "a TLS listener needs SSL or SASL_SSL, a SASL listener SASL_PLAINTEXT or SASL_SSL")
-
-
 def _require_gssapi(config: ConnectionConfig) -> None:
     """Kerberos credentials acquired now (a missing ticket or keytab is not a connection failure)."""
     install(config.kerberos or KerberosSettings())
-
-
-def _message(exc: BaseException) -> str:
-    """kafka-python's text without its ``[Error 58] SaslAuthenticationFailedError:`` prefixes."""
-    text = str(exc.args[0]) if exc.args else ""
-    prefixes = (f"{type(exc).__name__}: ", "SaslAuthenticationFailedError: ", "Authentication failed: ",
-                "Authentication failed during authentication due to ")
-    while text.startswith(prefixes):
-        text = next(text.removeprefix(p) for p in prefixes if text.startswith(p))
-    return text or type(exc).__name__
-
-
-def _explain(exc: BaseException, config: ConnectionConfig, *, sent: bool, where: str | None = None,
-             request: Any = None, first: bool = False,
-             waiting_for: int | None = None) -> TransportError:
-    """Turn a kafka-python failure into one of ours, in kqplan's words and without secrets."""
-    where = where or config.bootstrap
-    text = config.redact(_message(exc))
-    source = f" in {config.source}" if config.source and not config.source.startswith("(") else ""
-    if isinstance(exc, TransportError):
-        return exc
-    if isinstance(exc, KqplanError):
-        return TransportError(exc.message, hint=exc.hint)
-    if isinstance(exc, kerrors.KafkaConnectionError) and waiting_for == _SASL_AUTHENTICATE:
-        exc = kerrors.SaslAuthenticationFailedError(
-            "the broker closed the connection during authentication")
-        text = _message(exc)
-    if isinstance(exc, kerrors.SaslAuthenticationFailedError):
-        return AuthenticationFailed(
-            f"authentication failed at {where} as {config.sasl_username or '(no user)'} "
-            f"({config.sasl_mechanism}): {text}",
-            hint=f"check the Kerberos principal and sasl.kerberos.service.name{source}"
-            if config.sasl_mechanism == "GSSAPI" else
-            f"check the user name and password{source} (sasl.jaas.config, or "
-            "sasl.username/sasl.password)")
-    if isinstance(exc, kerrors.UnsupportedSaslMechanismError):
-        return AuthenticationFailed(f"the listener at {where} does not accept SASL "
-                                    f"{config.sasl_mechanism}: {text}",
-                                    hint="set sasl.mechanism to one the broker enables")
-    if isinstance(exc, kerrors.IllegalSaslStateError):
-        return AuthenticationFailed(f"the listener at {where} does not use SASL",
-                                    hint="check security.protocol: PLAINTEXT or SSL for this listener")
-    if isinstance(exc, kerrors.IncompatibleBrokerVersion):
-        name = type(request).__name__.removesuffix("Request") if request is not None else "an API"
-        return UnsupportedApi(f"the broker at {where} does not support {name}: {text}",
-                              api_key=getattr(request, "API_KEY", -1))
-    context = exc.__context__
-    if isinstance(context, ssl.SSLCertVerificationError):
-        reason = context.verify_message or context.reason or "certificate verify failed"
-        return TlsVerificationFailed(
-            f"TLS: the certificate of {where} is not trusted: {reason}",
-            hint="set ssl.truststore.location (PEM, PKCS12 or JKS) or ssl.ca.location to the CA that "
-                 "signed the broker's certificate; a host-name mismatch needs the name in the certificate")
-    if isinstance(context, ssl.SSLError):
-        return ConnectionFailed(f"TLS handshake with {where} failed: {context.reason or text}",
-                                hint="check security.protocol: is this listener TLS (SSL, SASL_SSL)?")
-    if isinstance(exc, kerrors.InvalidReceiveError):
-        size = re.search(r"(-?\d+)\s*$", text)
-        if size is not None and int(size.group(1)) > config.receive_message_max_bytes:
-            return ResponseLost(f"the answer from {where} is larger than receive.message.max.bytes "
-                                f"({config.receive_message_max_bytes}): {text}",
-                                hint="raise receive.message.max.bytes in --command-config")
-        return ResponseLost(f"{where} sent a malformed frame ({text}): not a Kafka answer",
-                            hint="check that --bootstrap-server is a Kafka broker listener")
-    if sent:
-        timed_out = isinstance(exc, (kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError))
-        lost = ResponseLost(f"no answer from {where} "
-                            f"({'timed out' if timed_out else 'connection lost'}: {text})",
-                            # a SASL listener drops a client that skips authentication
-                            hint=_MISMATCH_HINT.format(config.security_protocol)
-                            if first and not timed_out else None)
-        lost.timed_out = timed_out
-        return lost
-    alert = _CLIENT_CERT_ALERT.search(text)
-    if alert is not None and config.security_protocol.uses_tls:
-        # The broker's TLS alert about the client's certificate: retrying cannot help.
-        if config.tls is not None and (config.tls.cert_file or config.tls.cert_pem):
-            return TlsVerificationFailed(
-                f"TLS: {where} refused the client certificate ({alert.group(0)})",
-                hint="the broker does not trust the certificate's issuer: add its CA to the broker's "
-                     "ssl.truststore, or use a certificate signed by a CA the broker trusts")
-        return TlsVerificationFailed(
-            f"TLS: {where} requires a client certificate ({alert.group(0)})",
-            hint="set ssl.keystore.location (a PKCS12, JKS or PEM key store) and ssl.keystore.password")
-    if waiting_for in (_API_VERSIONS, _SASL_HANDSHAKE) and isinstance(exc, kerrors.KafkaConnectionError):
-        # Reached, then hung up on at the first request: the listener speaks something else.
-        return ConnectionFailed(f"{where} closed the connection at the first request ({text})",
-                                hint=_MISMATCH_HINT.format(config.security_protocol))
-    return ConnectionFailed(f"cannot connect to {where}: {text}",
-                            hint="check --bootstrap-server and that the broker is up")

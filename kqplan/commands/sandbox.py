@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kqplan.console import Streams
 from kqplan.core.errors import ExitCode, KqplanError
-from kqplan.sandbox.broker import DEFAULT_CLUSTER_ID, Operation, Sandbox, SandboxConfig, SaslUser
-from kqplan.sandbox.flavors import Flavor
+from kqplan.sandbox import DEFAULT_CLUSTER_ID, Flavor, Operation, Sandbox, SandboxConfig, SaslUser
 
 USERS_EXAMPLE = ('{"admin": {"password": "admin-secret", "super": true}, '
                  '"reader": {"password": "reader-secret", "operations": ["DESCRIBE_CONFIGS"]}}')

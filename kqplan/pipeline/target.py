@@ -81,7 +81,7 @@ def _sandbox_cluster(seed: Path | None, stack: ExitStack) -> Cluster:
     """Start an in-process sandbox broker on a loopback port and connect to it over TCP."""
     from kqplan.cluster.connection import config_from_properties
     from kqplan.cluster.kafka import KafkaCluster
-    from kqplan.sandbox.broker import DEFAULT_CLUSTER_ID, Sandbox, SandboxConfig
+    from kqplan.sandbox import DEFAULT_CLUSTER_ID, Sandbox, SandboxConfig
     from kqplan.snapshot.file import read_snapshot
 
     config = SandboxConfig(port=0)

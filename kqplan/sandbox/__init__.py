@@ -2,12 +2,12 @@
 ZooKeeper flavours, SASL/SCRAM, injected faults). This face names what callers use. Imports
 ``core``, ``snapshot`` and ``files``; a server, it never imports a client (``cluster``)."""
 
-from kqplan.sandbox.broker import (
+from kqplan.sandbox.broker import Sandbox
+from kqplan.sandbox.config import (
     DEFAULT_CLUSTER_ID,
     Listener,
     Operation,
     RequestRecord,
-    Sandbox,
     SandboxConfig,
     SaslUser,
 )

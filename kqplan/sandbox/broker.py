@@ -3,7 +3,8 @@
 One engine (the cluster's quota state) serves every listener; requests are handled one at a
 time under a lock, which is also what makes a committed alter and its snapshot write atomic.
 ``Sandbox.start`` runs it on a background thread for tests and ``--sandbox``;
-``serve_forever`` runs it in the foreground for ``kqplan sandbox``.
+``serve_forever`` runs it in the foreground for ``kqplan sandbox``. The values it is configured
+with are in ``config``; who a client is and what it may do (SASL, ACLs, SCRAM RPCs), in ``sasl``.
 """
 
 from __future__ import annotations
@@ -17,135 +18,34 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 from kqplan.core.entity import Entity
 from kqplan.core.state import QuotaState
 from kqplan.files import write_atomically
 from kqplan.sandbox import apis, flavors, scram
+from kqplan.sandbox.config import (
+    DEFAULT_CLUSTER_ID,
+    Listener,
+    Operation,
+    RequestRecord,
+    SandboxConfig,
+    SaslUser,
+)
+from kqplan.sandbox.connection import Close, Connection
 from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
 from kqplan.sandbox.faults import Drop, Fault, Faults
-from kqplan.sandbox.flavors import Flavor, new_engine
+from kqplan.sandbox.flavors import new_engine
+from kqplan.sandbox.sasl import SaslMixin
 from kqplan.snapshot.codec import snapshot_to_json
 
-DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
 MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 WARM_UP_DELAY = 0.05  # seconds after a committed alter before its describe-all answer is encoded
 FAILED_AUTHENTICATION_DELAY = 0.1  # seconds; Kafka's connection.failed.authentication.delay.ms default
 
 
-class Operation(StrEnum):
-    """The cluster ACL operations the quota RPCs (ref §1.5) and the SCRAM RPCs (scram.py) check."""
-
-    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
-    ALTER_CONFIGS = "ALTER_CONFIGS"
-    DESCRIBE = "DESCRIBE"
-    ALTER = "ALTER"
-
-
-@dataclass(frozen=True, slots=True)
-class SaslUser:
-    """A PLAIN user and what it may do; a super user may do everything. A SCRAM user of the same
-    name (AlterUserScramCredentials, ``SandboxConfig.scram_users``) gets the same rights: Kafka's
-    ACLs name the principal ``User:NAME``, whatever the mechanism."""
-
-    password: str
-    operations: frozenset[Operation] = frozenset()
-    super_user: bool = False
-
-    def may(self, operation: Operation) -> bool:
-        # Kafka: ALTER_CONFIGS implies DESCRIBE_CONFIGS, ALTER implies DESCRIBE (AclEntry.supportedOperations)
-        return self.super_user or operation in self.operations or (
-            operation is Operation.DESCRIBE_CONFIGS and Operation.ALTER_CONFIGS in self.operations) or (
-            operation is Operation.DESCRIBE and Operation.ALTER in self.operations)
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One listening socket. SASL listeners demand authentication (``SandboxConfig.sasl_mechanisms``);
-    TLS needs cert and key."""
-
-    port: int = 0
-    sasl: bool = False
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-
-    @property
-    def protocol(self) -> str:
-        """Its ``security.protocol``, as a client would configure it."""
-        return ("SASL_" if self.sasl else "") + ("SSL" if self.tls_cert else "PLAINTEXT")
-
-
-@dataclass(frozen=True)
-class SandboxConfig:
-    host: str = "127.0.0.1"
-    port: int = 0
-    """The first listener's port (0: pick one); more listeners in ``extra_listeners``."""
-    sasl: bool = False
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    extra_listeners: tuple[Listener, ...] = ()
-    cluster_id: str = DEFAULT_CLUSTER_ID
-    seed: QuotaState | None = None
-    state_file: Path | None = None
-    """Load from it at start (unless ``seed``) and write every committed alter to it."""
-    users: Mapping[str, SaslUser] = field(default_factory=dict)
-    sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-    """``sasl.enabled.mechanisms`` of the SASL listeners, in the order SaslHandshake lists them."""
-    scram_users: Mapping[str, str] = field(default_factory=dict)
-    """SCRAM users present from the start (name -> password, both mechanisms, 4096 iterations);
-    AlterUserScramCredentials adds more. Kept in memory only, never in ``state_file``."""
-    request_log: Path | None = None
-    faults: Sequence[Fault] = ()
-    lag_ms: int = 0
-    resolve_host: Callable[[str], bool] | None = None
-    flavor: Flavor = Flavor.KRAFT
-    """Answer as a KRaft 4.3 broker (default) or as a ZooKeeper-mode 3.9 one (docs/zk-rules.md)."""
-
-    @property
-    def listeners(self) -> tuple[Listener, ...]:
-        return (Listener(self.port, self.sasl, self.tls_cert, self.tls_key), *self.extra_listeners)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
-    """One request served, as ``--request-log`` writes it."""
-
-    api_key: int
-    api_name: str
-    api_version: int
-    client_id: str | None
-    connection: int
-    entries: int | None = None
-    error_codes: tuple[int, ...] = ()
-    validate_only: bool | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
-                "client_id": self.client_id, "connection": self.connection, "entries": self.entries,
-                "error_codes": sorted(set(self.error_codes)), "validate_only": self.validate_only}
-
-
-class _Close(Exception):
-    """Close the connection without answering (what a broker does with garbage)."""
-
-
-@dataclass
-class _Connection:
-    id: int
-    listener: Listener
-    address: tuple[str, int]
-    user: str | None = None
-    mechanism: str | None = None
-    raw_sasl: bool = False  # SaslHandshake v0: the next frames are bare SASL tokens
-    scram: scram.ScramServer | None = None  # the SCRAM exchange under way, if that mechanism
-
-
-class Sandbox:
+class Sandbox(SaslMixin):
     """A running sandbox broker (see ``start`` and ``serve_forever``)."""
 
     def __init__(self, config: SandboxConfig) -> None:
@@ -279,7 +179,7 @@ class Sandbox:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      listener: Listener) -> None:
         self._connections += 1
-        conn = _Connection(self._connections, listener, self.addresses[self.config.listeners.index(listener)])
+        conn = Connection(self._connections, listener, self.addresses[self.config.listeners.index(listener)])
         try:
             while True:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
@@ -306,7 +206,7 @@ class Sandbox:
                     return
                 writer.write(answer)
                 await writer.drain()
-        except (_Close, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, struct.error):
+        except (Close, asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, struct.error):
             pass
         except asyncio.CancelledError:
             # Stopping: end the handler normally. A cancelled handler task makes Python 3.11's
@@ -318,7 +218,7 @@ class Sandbox:
         finally:
             writer.close()
 
-    async def _answer(self, conn: _Connection, payload: bytes) -> bytes:
+    async def _answer(self, conn: Connection, payload: bytes) -> bytes:
         header = apis.read_header(payload)
         key, version = header.api_key, header.api_version
         if key == apis.API_VERSIONS:
@@ -327,10 +227,10 @@ class Sandbox:
             return apis.frame(header.correlation_id, key, answered, body)
         low_high = apis.SUPPORTED.get(key)
         if low_high is None or not low_high[0] <= version <= low_high[1]:
-            raise _Close  # Kafka cannot parse it and closes the connection
+            raise Close  # Kafka cannot parse it and closes the connection
         if conn.listener.sasl and conn.user is None and key not in (apis.SASL_HANDSHAKE,
                                                                     apis.SASL_AUTHENTICATE):
-            raise _Close  # Kafka closes a SASL connection that skips authentication
+            raise Close  # Kafka closes a SASL connection that skips authentication
         request = apis.decode(header, payload)
         faults = self.faults.take(key, validate_only=bool(getattr(request, "validate_only", False)))
         delay = sum(f.delay_ms for f in faults)
@@ -339,17 +239,17 @@ class Sandbox:
         drop = next((f.drop for f in faults if f.drop is not None), None)
         if drop is Drop.BEFORE:
             self._record(header, conn)
-            raise _Close
+            raise Close
         body, failed_auth = self._handle(header, request, conn, faults)
         if drop is Drop.AFTER:
-            raise _Close
+            raise Close
         answer = apis.frame(header.correlation_id, key, version, body)
         if failed_auth:
             # Kafka sends the failure and closes at once
             raise _AnswerThenClose(answer)
         return answer
 
-    def _handle(self, header: apis.Header, request: Any, conn: _Connection,
+    def _handle(self, header: apis.Header, request: Any, conn: Connection,
                 faults: list[Fault]) -> tuple[bytes, bool]:
         key, version = header.api_key, header.api_version
         host, port = conn.address
@@ -360,20 +260,9 @@ class Sandbox:
             self._record(header, conn)
             return apis.describe_cluster(version, host, port, self.cluster_id), False
         if key == apis.SASL_HANDSHAKE:
-            self._record(header, conn)
-            mechanisms = list(self.config.sasl_mechanisms) if conn.listener.sasl else []
-            body, ok = apis.sasl_handshake(version, request.mechanism, mechanisms)
-            conn.mechanism = request.mechanism if ok else None
-            conn.raw_sasl = ok and version == 0
-            conn.scram = (scram.ScramServer(request.mechanism, self.scram.credential)
-                          if ok and request.mechanism in scram.MECHANISM_TYPES else None)
-            return body, False
+            return self._sasl_handshake(header, request, conn), False
         if key == apis.SASL_AUTHENTICATE:
-            self._record(header, conn)
-            if conn.mechanism is None:
-                raise _Close
-            token, failure = self._sasl_step(conn, bytes(request.auth_bytes))
-            return apis.sasl_authenticate(version, failure, token), failure is not None
+            return self._sasl_authenticate(header, request, conn)
         if key == apis.DESCRIBE_QUOTAS:
             return self._describe(header, request, conn, faults), False
         if key == apis.DESCRIBE_SCRAM:
@@ -382,61 +271,7 @@ class Sandbox:
             return self._alter_scram(header, request, conn), False
         return self._alter(header, request, conn, faults), False
 
-    def _sasl_step(self, conn: _Connection, token: bytes) -> tuple[bytes, str | None]:
-        """One client token: (the server's answer, None) or (b"", the failure message)."""
-        if conn.scram is None:
-            ok = self._authenticate(conn, token)
-            return b"", None if ok else apis.PLAIN_FAILURE
-        try:
-            answer = conn.scram.evaluate(token)
-        except scram.ScramFailure as failure:
-            return b"", failure.message
-        except scram.ScramAbort:
-            raise _Close from None
-        if conn.scram.complete:
-            conn.user = conn.scram.username
-        return answer, None
-
-    def _describe_scram(self, header: apis.Header, request: Any, conn: _Connection) -> bytes:
-        users = scram.describe_request(request)
-        with self._lock:
-            if self._allowed(conn, Operation.DESCRIBE):
-                answer = self.scram.describe(users)
-            else:
-                answer = self.scram.describe_denied(users)
-            self._record(header, conn, entries=len(answer.results),
-                         codes=(answer.error_code, *(r.error_code for r in answer.results)))
-        return scram.describe_response(answer)
-
-    def _alter_scram(self, header: apis.Header, request: Any, conn: _Connection) -> bytes:
-        deletions, upsertions = scram.alter_request(request)
-        with self._lock:
-            if self._allowed(conn, Operation.ALTER):
-                results = self.scram.alter(deletions, upsertions)
-            else:
-                results = self.scram.alter_denied(deletions, upsertions, scram.MSG_ALTER_DENIED)
-            self._record(header, conn, entries=len(deletions) + len(upsertions),
-                         codes=tuple(r.error_code for r in results))
-        return scram.alter_response(results)
-
-    def _authenticate(self, conn: _Connection, token: bytes) -> bool:
-        conn.raw_sasl = False
-        credentials = apis.plain_credentials(token)
-        if credentials is None:
-            return False
-        user = self.config.users.get(credentials[0])
-        if user is None or user.password != credentials[1]:
-            return False
-        conn.user = credentials[0]
-        return True
-
-    def _allowed(self, conn: _Connection, operation: Operation) -> bool:
-        if not conn.listener.sasl:
-            return True  # ANONYMOUS on a PLAINTEXT/SSL listener: a super user, as in the tests' Kafka
-        user = self.config.users.get(conn.user or "")
-        return user is not None and user.may(operation)
-
-    def _describe(self, header: apis.Header, request: Any, conn: _Connection,
+    def _describe(self, header: apis.Header, request: Any, conn: Connection,
                   faults: list[Fault]) -> bytes:
         version = header.api_version
         error = next((f for f in faults if f.error_code is not None), None)
@@ -464,7 +299,7 @@ class Sandbox:
             self._record(header, conn, entries=_count(result), codes=(result.error_code,))
         return body
 
-    def _alter(self, header: apis.Header, request: Any, conn: _Connection, faults: list[Fault]) -> bytes:
+    def _alter(self, header: apis.Header, request: Any, conn: Connection, faults: list[Fault]) -> bytes:
         version = header.api_version
         entries, validate_only = apis.alter_request(request)
         whole = next((f for f in faults if f.error_code is not None and not f.entities), None)
@@ -534,7 +369,7 @@ class Sandbox:
                     mode=self.config.flavor.mode))
         return results + failing
 
-    def _record(self, header: apis.Header, conn: _Connection, *, entries: int | None = None,
+    def _record(self, header: apis.Header, conn: Connection, *, entries: int | None = None,
                 codes: tuple[int, ...] = (), validate_only: bool | None = None) -> None:
         record = RequestRecord(header.api_key, apis.API_NAMES.get(header.api_key, str(header.api_key)),
                                header.api_version, header.client_id, conn.id, entries, codes, validate_only)
@@ -564,3 +399,7 @@ def _entity(entry: AlterEntry) -> Entity | None:
         return Entity.of(entry.entity)
     except (ValueError, TypeError):
         return None  # a malformed entity: the engine reports it
+
+# the configuration values moved to ``config``; named here too for callers that import them from here
+__all__ = ["DEFAULT_CLUSTER_ID", "Listener", "Operation", "RequestRecord", "Sandbox", "SandboxConfig",
+           "SaslUser"]

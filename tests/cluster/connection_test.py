@@ -7,10 +7,10 @@ import pytest
 
 from kqplan.cluster.connection import (
     ConnectionConfig,
-    SecurityProtocol,
     config_from_properties,
     load_connection_config,
 )
+from kqplan.cluster.security import SecurityProtocol
 from kqplan.cluster.tls import Secret
 from kqplan.core.errors import KqplanError
 from tests.cluster.tls import KEY_PASSWORD

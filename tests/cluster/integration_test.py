@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kqplan.cluster.connection import config_from_properties
+from kqplan.cluster.failures import AuthenticationFailed, TlsVerificationFailed
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.cluster.transport import AuthenticationFailed, TlsVerificationFailed
 from kqplan.core.cluster import ALL, Alteration, DescribeFilter, FilterComponent, MatchType, Op
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
@@ -31,7 +31,7 @@ from tests.kafka.broker import KafkaSpec
 from tests.kafka.plugin import real_kafka_for, real_kafka_params
 
 if TYPE_CHECKING:
-    from kqplan.sandbox.broker import SandboxConfig
+    from kqplan.sandbox import SandboxConfig
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ SANDBOX_USERS = {"admin": "admin-secret", "reader": "reader-secret", "nobody": "
 
 def sandbox_config(pki) -> SandboxConfig:
     """Listeners and users like the real test broker's: PLAINTEXT, SASL_PLAINTEXT, SSL."""
-    from kqplan.sandbox.broker import Listener, Operation, SandboxConfig, SaslUser
+    from kqplan.sandbox import Listener, Operation, SandboxConfig, SaslUser
 
     users = {"admin": SaslUser(SANDBOX_USERS["admin"], super_user=True),
              "reader": SaslUser(SANDBOX_USERS["reader"], frozenset({Operation.DESCRIBE_CONFIGS})),
@@ -90,7 +90,7 @@ def target(request, pki) -> Iterator[Target]:
     if isinstance(request.param, KafkaSpec):
         yield _real_kafka(request, request.param)
         return
-    from kqplan.sandbox.broker import Sandbox
+    from kqplan.sandbox import Sandbox
 
     with Sandbox.start(sandbox_config(pki)) as sb:
         yield Target("sandbox", sb.bootstrap, sb.address(1), sb.address(2), pki.ca, SANDBOX_USERS)

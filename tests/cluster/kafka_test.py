@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kqplan.cluster.connection import config_from_properties
+from kqplan.cluster.failures import ResponseLost
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.cluster.transport import ResponseLost
 from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, ClusterIdentity, Op
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError

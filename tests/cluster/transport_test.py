@@ -11,15 +11,15 @@ import pytest
 from kafka.protocol.admin import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 
 from kqplan.cluster.connection import config_from_properties
-from kqplan.cluster.transport import (
+from kqplan.cluster.failures import (
     AuthenticationFailed,
     ConnectionFailed,
-    KafkaTransport,
-    RawResponse,
     ResponseLost,
     TlsVerificationFailed,
     UnsupportedApi,
 )
+from kqplan.cluster.framing import RawResponse
+from kqplan.cluster.transport import KafkaTransport
 from tests.cluster.fakebroker import PRE_2_6_APIS, FakeBroker
 
 PASSWORD = "Pw-41f0a2-never-print"

@@ -11,7 +11,7 @@ import pytest
 
 from kqplan.core.entity import Entity
 from kqplan.fleet.changes import ChangeRow, read_parquet
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 SEED = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("gone"): {"producer_byte_rate": 3.0},

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from kqplan.manifest import loader
-from kqplan.manifest.loader import MAX_DEPTH, too_deep
+from kqplan.manifest import parse
+from kqplan.manifest.parse import MAX_DEPTH, too_deep
 from tests.helpers import run_kqplan
 
 HEAD = "apiVersion: kqplan/v1\nkind: ClientQuotas\n"
@@ -36,7 +36,7 @@ def test_brackets_in_quotes_and_comments_do_not_count():
     assert too_deep(HEAD + "x: " + "[" * 65) is not None
 
 
-# Flow nesting judged in C (loader._flow_shallow) must answer as the token-by-token scan does.
+# Flow nesting judged in C (parse._flow_shallow) must answer as the token-by-token scan does.
 _PIECES = ["[", "]", "{", "}", "'", '"', "#", " #", "\n", " ", "a", "\\", "\\\"", "- ", "x: ", "'a]'",
            "# }\n"]
 
@@ -47,15 +47,15 @@ def test_flow_depth_in_c_answers_as_the_token_scan(pieces: list[str], limit: int
     text = "".join(pieces)
     fast = too_deep(text, limit)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(loader, "_flow_shallow", lambda _text, _limit: False)
+        m.setattr(parse, "_flow_shallow", lambda _text, _limit: False)
         assert fast == too_deep(text, limit)
-    event(f"shallow by the C check: {loader._flow_shallow(text, limit)}")
+    event(f"shallow by the C check: {parse._flow_shallow(text, limit)}")
 
 
 def test_flow_depth_in_c_is_taken_and_sees_quotes_before_the_cut() -> None:
     shallow = "a: {b: [c]}\n" * 10 + "# '{{{{\n" + "d: {e: 1}\n" * 10
-    assert loader._flow_shallow(shallow, 2)
-    assert not loader._flow_shallow(shallow.replace("[c]", "[[c]]"), 2)
+    assert parse._flow_shallow(shallow, 2)
+    assert not parse._flow_shallow(shallow.replace("[c]", "[[c]]"), 2)
     assert too_deep(shallow.replace("[c]", "[[c]]"), 2) == shallow.index("[c]") + 1
     # brackets in quotes and comments balance the raw text at depth 1; YAML's nest 2 deep
     for hidden in ("a: [ ']' [ ] '[' ]\n", "a: [ # ]\n [ ] # [\n ]\n"):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 SEED = {Entity.user("victim"): {"producer_byte_rate": 1024.0}, Entity.user("b"): {"producer_byte_rate": 1.0}}

@@ -15,8 +15,7 @@ from kqplan.core.ownership import Ownership
 from kqplan.core.plan import ClusterRef, diff
 from kqplan.core.report import Status
 from kqplan.render.apply import report_to_json
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
-from kqplan.sandbox.faults import Drop, Fault
+from kqplan.sandbox import Drop, Fault, Sandbox, SandboxConfig
 from tests.helpers import run_cli, write_manifest
 
 LATE = Entity.user("late")

@@ -1,4 +1,4 @@
-"""compile's fast path for plain entries (``_Compiler.add_plain``) must change nothing but speed:
+"""compile's fast path for plain entries (``Compiler.add_plain``) must change nothing but speed:
 the same desired state, origins, order and diagnostics as the general path alone, on generated
 manifests mixing plain entries with every shape that must leave the fast path (repeats, escapes,
 defaults, nulls, unit strings, invalid values, custom keys, ip entries, overrides)."""
@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from kqplan.config.model import ProjectConfig
 from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import render_text
-from kqplan.manifest.compile import _Compiler, load_desired
+from kqplan.manifest.compile import load_desired
+from kqplan.manifest.compiler import Compiler
 
 # Mostly plain (the fast path's work), with every odd shape mixed in.
 names = st.sampled_from(["alice", "bob", "carol", "<default>"] * 4 +
@@ -43,7 +44,7 @@ def entries(draw: Any) -> dict[str, Any]:
 def compiled(paths: list[Path], *, fast: bool, monkeypatch: pytest.MonkeyPatch) -> DesiredState:
     with monkeypatch.context() as m:
         if not fast:
-            m.setattr(_Compiler, "add_plain", lambda *args: False)
+            m.setattr(Compiler, "add_plain", lambda *args: False)
         return load_desired(paths, ProjectConfig())
 
 
@@ -72,15 +73,15 @@ def test_fast_path_changes_nothing(layers: list[list[dict[str, Any]]],
 
 def test_the_fast_path_takes_plain_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[int] = []
-    original = _Compiler.add_plain
+    original = Compiler.add_plain
 
-    def counting(self: _Compiler, source: Any, index: int, raw: dict[str, Any], layer: int) -> bool:
+    def counting(self: Compiler, source: Any, index: int, raw: dict[str, Any], layer: int) -> bool:
         done = original(self, source, index, raw, layer)
         if done:
             taken.append(index)
         return done
 
-    monkeypatch.setattr(_Compiler, "add_plain", counting)
+    monkeypatch.setattr(Compiler, "add_plain", counting)
     body = "".join(f"  - user: u{i}\n    quotas: {{producer_byte_rate: 1024}}\n" for i in range(50))
     path = tmp_path / "q.yaml"
     path.write_text(f"apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n{body}")

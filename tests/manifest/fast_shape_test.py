@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kqplan.manifest.head import OWNERSHIP_FIELDS, plain_head
-from kqplan.manifest.loader import _plain_entities
 from kqplan.manifest.models import Manifest, Ownership
+from kqplan.manifest.shape import plain_entities
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5),
                     st.lists(st.integers(), max_size=1), st.dictionaries(st.text(max_size=3), st.integers(),
@@ -38,7 +38,7 @@ def pydantic_accepts(document: dict[str, Any]) -> bool:
 @given(st.lists(st.one_of(entries, scalars), min_size=1, max_size=4))
 def test_never_accepts_what_pydantic_refuses(items: list[Any]) -> None:
     document = {"apiVersion": "kqplan/v1", "kind": "ClientQuotas", "entities": items}
-    if _plain_entities(items):
+    if plain_entities(items):
         assert pydantic_accepts(document), items
 
 
@@ -49,7 +49,7 @@ def test_accepts_ordinary_entries() -> None:
              {"user": "bob", "profile": "gold", "override": True, "protect": False,
               "quotas": {"producer_byte_rate": None}},
              {"user": "carol", "team-id": "x"}]  # a custom entity type (checked by compile)
-    assert _plain_entities(items)
+    assert plain_entities(items)
     assert pydantic_accepts({"apiVersion": "kqplan/v1", "kind": "ClientQuotas", "entities": items})
 
 
@@ -89,7 +89,7 @@ heads = st.fixed_dictionaries({"apiVersion": st.just("kqplan/v1"), "kind": st.ju
 def test_plain_head_is_what_pydantic_reads(document: dict[str, Any]) -> None:
     head = plain_head(document)
     entries = document.get("entities", [])
-    if head is None or not (isinstance(entries, list) and _plain_entities(entries)):  # as validate_model
+    if head is None or not (isinstance(entries, list) and plain_entities(entries)):  # as validate_model
         return
     model = Manifest.model_validate(document)  # raises if plain_head accepted too much
     assert head.cluster == model.cluster

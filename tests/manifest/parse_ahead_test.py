@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from kqplan.config.model import ProjectConfig
 from kqplan.core.diagnostics import render_text
-from kqplan.manifest import loader
+from kqplan.manifest import loader, parse
+from kqplan.manifest.source import SourceFile
 
 GOOD = "apiVersion: kqplan/v1\nkind: ClientQuotas\nentities:\n" + "".join(
     f"  - user: u{i}\n    quotas: {{producer_byte_rate: 1MiB}}\n" for i in range(50))
@@ -45,12 +46,12 @@ def test_threads_change_nothing(texts: list[str], tmp_path_factory: pytest.TempP
 def test_a_failure_in_the_helper_thread_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def broken(source: loader.SourceFile) -> object:
+    def broken(source: SourceFile) -> object:
         calls.append(source.path)
         raise MemoryError(source.path)
 
     monkeypatch.setattr(loader, "parse_yaml", broken)
-    sources = [loader.SourceFile(f"f{i}", GOOD) for i in range(4)]
+    sources = [SourceFile(f"f{i}", GOOD) for i in range(4)]
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
     with pytest.raises(MemoryError):
         list(loader.parse_ahead(sources))
@@ -65,8 +66,8 @@ def test_forbidden_characters_as_the_regex_finds_them(text: str, bom: bool,
     """read_text's ASCII shortcut reports exactly what the character regex reports."""
     path = tmp_path_factory.mktemp("t") / "q.yaml"
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass"))
-    found, diag = loader.read_text(path, 1 << 20)
-    bad = loader._FORBIDDEN.search(text.removeprefix("\ufeff") if not bom else text)
+    found, diag = parse.read_text(path, 1 << 20)
+    bad = parse._FORBIDDEN.search(text.removeprefix("\ufeff") if not bom else text)
     if bad is None:
         assert diag is None
         assert found is not None
@@ -80,14 +81,14 @@ def test_at_most_a_batch_is_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> Non
     parsed: list[str] = []
     real = loader.parse_yaml
 
-    def counting(source: loader.SourceFile) -> object:
+    def counting(source: SourceFile) -> object:
         parsed.append(source.path)
         return real(source)
 
     monkeypatch.setattr(loader, "parse_yaml", counting)
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
     monkeypatch.setattr(loader, "BATCH_CHARS", 2 * len(GOOD))  # two files a batch
-    sources = [loader.SourceFile(f"f{i}", GOOD) for i in range(6)]
+    sources = [SourceFile(f"f{i}", GOOD) for i in range(6)]
     ahead = loader.parse_ahead(sources)
     for i in range(6):
         doc, diag = next(ahead)
@@ -100,7 +101,7 @@ def test_at_most_a_batch_is_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_a_consumer_that_stops_early_stops_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
-    ahead = loader.parse_ahead([loader.SourceFile(f"f{i}", GOOD) for i in range(4)])
+    ahead = loader.parse_ahead([SourceFile(f"f{i}", GOOD) for i in range(4)])
     next(ahead)
     ahead.close()  # what a failing compile does (iter_load's finally)
     assert next(ahead, None) is None

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 
 from kqplan.config.model import ProjectConfig
 from kqplan.core.entity import Entity
-from kqplan.manifest import loader, plain, slices
-from kqplan.manifest.compile import _Compiler, load_desired
-from kqplan.manifest.loader import ALIAS_LIMITS
+from kqplan.manifest import loader
+from kqplan.manifest.compile import load_desired
+from kqplan.manifest.compiler import Compiler
+from kqplan.manifest.fast import plain, slices
+from kqplan.manifest.parse import ALIAS_LIMITS
 from tests.helpers import write_manifest
 from tests.manifest.streaming_test import outcome, write_layers
 
@@ -142,13 +144,13 @@ entities:
 def bulk_adds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """What each bulk add (``add_plain_list``) answers, in order, from now on."""
     added: list[bool] = []
-    bulk = _Compiler.add_plain_list
+    bulk = Compiler.add_plain_list
 
-    def counted(self: _Compiler, *args: object) -> bool:
+    def counted(self: Compiler, *args: object) -> bool:
         added.append(bulk(self, *args))  # type: ignore[arg-type]
         return added[-1]
 
-    monkeypatch.setattr(_Compiler, "add_plain_list", counted)
+    monkeypatch.setattr(Compiler, "add_plain_list", counted)
     return added
 
 

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from kqplan.config.model import ProjectConfig
 from kqplan.core.desired import DesiredState
 from kqplan.core.entity import Entity
-from kqplan.manifest import slices
 from kqplan.manifest.compile import load_desired
-from kqplan.manifest.loader import ALIAS_LIMITS, _plain_entities
+from kqplan.manifest.fast import slices
+from kqplan.manifest.parse import ALIAS_LIMITS
+from kqplan.manifest.shape import plain_entities
 from tests.manifest.fast_compile_test import entries, summary
 
 
@@ -68,7 +69,7 @@ def _never() -> None:
 def test_plain_files_are_sliced(indent: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slices, "SLICE_ITEMS", 3)
     text = text_of(PLAIN, indent=indent, notes=[4], tail=True)
-    read = slices.read_sliced(text, _plain_entities, ALIAS_LIMITS, _never)
+    read = slices.read_sliced(text, plain_entities, ALIAS_LIMITS, _never)
     assert read is not None
     entries = read[1]["entities"]
     assert len(entries) == 10
@@ -104,7 +105,7 @@ def test_each_slice_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_anything_unusual_stops_the_slices(spoiler: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slices, "SLICE_ITEMS", 3)
     text = text_of(PLAIN, indent=True, notes=[], tail=False) + spoiler
-    read = slices.read_sliced(text, _plain_entities, ALIAS_LIMITS, _never)
+    read = slices.read_sliced(text, plain_entities, ALIAS_LIMITS, _never)
     assert read is not None
     entries = read[1]["entities"]
     assert not entries.check()
@@ -114,7 +115,7 @@ def test_anything_unusual_stops_the_slices(spoiler: str, monkeypatch: pytest.Mon
 
 def test_an_item_on_its_own_line_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     text = text_of(PLAIN, indent=True, notes=[], tail=False) + "  -\n    user: x\n"
-    assert slices.read_sliced(text, _plain_entities, ALIAS_LIMITS, _never) is None
+    assert slices.read_sliced(text, plain_entities, ALIAS_LIMITS, _never) is None
 
 
 def _same_as_whole(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> DesiredState:

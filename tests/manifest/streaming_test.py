@@ -18,16 +18,18 @@ from kqplan.config.model import ProjectConfig
 from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import render_text, sort_key
 from kqplan.core.policy import policy_diagnostics
-from kqplan.manifest import compile as compiler_module
-from kqplan.manifest import loader, slices
-from kqplan.manifest.compile import _Compiler, load_desired
+from kqplan.manifest import loader
+from kqplan.manifest.compile import load_desired
+from kqplan.manifest.compiler import Compiler
+from kqplan.manifest.fast import slices
+from kqplan.manifest.source import LoadedManifest, SourceFile
 from tests.helpers import write_manifest
 
 
 def all_profiles_first(paths: list[Path], config: ProjectConfig) -> DesiredState:
     """The compile order before streaming: every file loaded, every profile added, then each file."""
     diagnostics = []
-    items: list[tuple[loader.LoadedManifest, int]] = []
+    items: list[tuple[LoadedManifest, int]] = []
     seen: set[Path] = set()
     for layer, path in enumerate(paths):
         result = loader.load([path], config)
@@ -37,7 +39,7 @@ def all_profiles_first(paths: list[Path], config: ProjectConfig) -> DesiredState
             if key not in seen:
                 seen.add(key)
                 items.append((item, layer))
-    c = _Compiler(config)
+    c = Compiler(config)
     for item, _ in items:
         c.add_profiles(item)
     for item, layer in items:
@@ -135,18 +137,18 @@ def _traced(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[tuple[str,
     """Files parsed, and how many were parsed when each file's entities compiled."""
     parsed: list[str] = []
     compiled: list[tuple[str, int]] = []
-    parse, add_entities = loader.parse_yaml, _Compiler.add_entities
+    parse, add_entities = loader.parse_yaml, Compiler.add_entities
 
-    def parse_counted(source: loader.SourceFile) -> object:
+    def parse_counted(source: SourceFile) -> object:
         parsed.append(source.path)
         return parse(source)
 
-    def add_entities_counted(self: _Compiler, item: loader.LoadedManifest, layer: int = 0) -> None:
+    def add_entities_counted(self: Compiler, item: LoadedManifest, layer: int = 0) -> None:
         compiled.append((item.source.path, len(parsed)))
         add_entities(self, item, layer)
 
     monkeypatch.setattr(loader, "parse_yaml", parse_counted)
-    monkeypatch.setattr(compiler_module._Compiler, "add_entities", add_entities_counted)
+    monkeypatch.setattr(Compiler, "add_entities", add_entities_counted)
     monkeypatch.setattr(loader, "PARALLEL_PARSE_CHARS", 0)
     monkeypatch.setattr(loader, "BATCH_CHARS", 1)  # two files a batch
     return parsed, compiled

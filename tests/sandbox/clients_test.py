@@ -16,12 +16,12 @@ from kafka.protocol.admin import (
 )
 
 from kqplan.cluster.connection import config_from_properties
+from kqplan.cluster.failures import AuthenticationFailed
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.cluster.transport import AuthenticationFailed
 from kqplan.core.cluster import Alteration, Op
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
-from kqplan.sandbox.broker import Listener, Operation, Sandbox, SandboxConfig, SaslUser
+from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 from tests.cluster.tls import Pki, make_pki
 
 CLUSTER_ID = "clients-test-cluster"

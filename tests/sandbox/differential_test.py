@@ -687,7 +687,7 @@ def flavor(real_kafka: Any) -> Flavor:
 
 @pytest.fixture(scope="module")
 def sandbox_target(flavor: Flavor) -> Iterator[WireTarget]:
-    from kqplan.sandbox.broker import Sandbox, SandboxConfig
+    from kqplan.sandbox import Sandbox, SandboxConfig
 
     with Sandbox.start(SandboxConfig(port=0, flavor=flavor)) as sb:
         target = WireTarget(f"sandbox-{flavor}", sb.bootstrap)

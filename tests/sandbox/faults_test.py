@@ -18,8 +18,7 @@ from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import DescribeFailed, KafkaCluster
 from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, Op
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
-from kqplan.sandbox.faults import Drop, Fault, Faults
+from kqplan.sandbox import Drop, Fault, Faults, Sandbox, SandboxConfig
 
 SEED = {Entity.user("seeded"): {"producer_byte_rate": 1.0}}
 

@@ -19,7 +19,7 @@ from kafka.protocol.admin import DescribeUserScramCredentialsRequest, DescribeUs
 
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from kqplan.sandbox.scram import MECHANISMS
 from tests.kafka.broker import KafkaSpec
 from tests.kafka.configcommand import ConfigCommand, ConfigCommandError

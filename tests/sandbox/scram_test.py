@@ -27,7 +27,7 @@ from kafka.protocol.sasl import (
 from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.core.errors import KqplanError
-from kqplan.sandbox.broker import Listener, Operation, Sandbox, SandboxConfig, SaslUser
+from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
 from kqplan.sandbox.scram import ScramStore
 from tests.sandbox.server_test import Wire
 

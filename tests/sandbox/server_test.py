@@ -37,7 +37,7 @@ from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.core.cluster import Alteration, Op
 from kqplan.core.entity import Entity
-from kqplan.sandbox.broker import Operation, Sandbox, SandboxConfig, SaslUser
+from kqplan.sandbox import Operation, Sandbox, SandboxConfig, SaslUser
 from tests.helpers import REPO
 
 CLUSTER_ID = "server-test-cluster"

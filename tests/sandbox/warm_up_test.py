@@ -13,8 +13,7 @@ from kqplan.cluster.connection import config_from_properties
 from kqplan.cluster.kafka import KafkaCluster
 from kqplan.core.cluster import Alteration, Op
 from kqplan.core.entity import Entity
-from kqplan.sandbox import apis
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig, apis
 
 
 def _client(sandbox: Sandbox) -> KafkaCluster:

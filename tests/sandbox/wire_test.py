@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from kqplan.sandbox.broker import Sandbox, SandboxConfig
+from kqplan.sandbox import Sandbox, SandboxConfig
 from tests.kafka.broker import KafkaSpec
 from tests.kafka.plugin import real_kafka_for, real_kafka_params
 

@@ -13,7 +13,7 @@ Big manifests are mostly machine-written lists of one shape (``kqplan export`` w
 Parsing that builds a Python object for every scalar, and compile then reads them one by one
 (0.5 s for 100k entities). A file of :data:`PLAIN_FILE_CHARS` or more whose *whole* list has
 that shape is read here by one regex split instead (a file big enough to be read in slices,
-each slice of that shape: :mod:`kqplan.manifest.slices`). Each item is a ``user`` line and/or a
+each slice of that shape: :mod:`kqplan.manifest.fast.slices`). Each item is a ``user`` line and/or a
 ``client-id`` line, in that order, then ``quotas:`` with ``key: value`` pairs of plain values,
 in a flow mapping on its line or one per line below it; names are letters, digits and
 ``._@-``, start with a letter and spell no YAML keyword, or are ``<default>``; nothing else

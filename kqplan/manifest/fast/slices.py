@@ -5,7 +5,7 @@ entity list, the peak of a `validate` of a big file (issue 16). A file over
 :data:`BIG_FILE_CHARS` whose ``entities:`` is a block list is read here instead: the document
 with the list replaced by ``entities: []`` is parsed at once, and the list
 (:class:`SlicedEntries`) a slice of :data:`SLICE_ITEMS` entries at a time, as compile iterates it:
-each slice is read from its text when plain (:mod:`kqplan.manifest.plain`), else parsed once and
+each slice is read from its text when plain (:mod:`kqplan.manifest.fast.plain`), else parsed once and
 shape-checked, then compiled and dropped. A slice this path is not sure of — a YAML error, an
 alias across slices, an entry of unusual shape, an item count that does not match the line
 scan — raises :class:`Unsliceable` midway through the compile, which then undoes
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml_rs
 
+from kqplan.manifest.fast.plain import PlainEntries, plain_entries
 from kqplan.manifest.head import ManifestHead, document_head
 from kqplan.manifest.items import entity_list
-from kqplan.manifest.plain import PlainEntries, plain_entries
 
 if TYPE_CHECKING:
     from kqplan.manifest.source import LoadedManifest
@@ -62,7 +62,7 @@ class SlicedEntries:
 
     def slices(self) -> Iterator[tuple[int, PlainEntries | list[Any]]]:
         """Each slice's first index and entries, in order: read from its text when plain (see
-        :mod:`kqplan.manifest.plain`), else parsed; :class:`Unsliceable` for a slice that is
+        :mod:`kqplan.manifest.fast.plain`), else parsed; :class:`Unsliceable` for a slice that is
         neither plain nor plain entries when parsed alone."""
         base = 0
         for items in self._read():

@@ -1,0 +1,5 @@
+"""``python -m kqplan.cli``: the same entry point as the ``kqplan`` script."""
+
+from kqplan.cli.main import main
+
+main()

@@ -1,0 +1,97 @@
+"""The ``typer`` app, its global options, and the helpers every command shares."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kqplan.console import Streams
+from kqplan.core.errors import KqplanError
+
+if TYPE_CHECKING:
+    from kqplan.config.model import ClusterEntry, ProjectConfig
+
+app = typer.Typer(
+    name="kqplan",
+    help="Kafka client quotas as code: validate, plan, apply, resolve.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_state: dict[str, Any] = {"debug": False, "config": None, "no_color": False, "no_input": False}
+
+
+def _streams() -> Streams:
+    interactive = (sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
+                   and not _state["no_input"])
+    return Streams(sys.stdout, sys.stderr, interactive)
+
+
+def _color() -> bool:
+    """Colour on a terminal, unless NO_COLOR (https://no-color.org) or --no-color says no."""
+    return (sys.stdout.isatty() and not _state["no_color"] and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
+
+
+def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
+    from kqplan.config.reader import find_config, load_config  # pydantic: only when a command runs
+
+    explicit: Path | None = _state["config"]
+    if explicit is not None:
+        return load_config(explicit)
+    start = paths[0] if paths else Path.cwd()
+    return find_config(start if start.is_dir() else start.parent)
+
+
+def _use_config(config: Path | None) -> None:
+    """A command's own ``--config`` (same as the global one, given after the command name)."""
+    if config is not None:
+        _state["config"] = config
+
+
+def _cluster(name: str | None, config: ProjectConfig) -> ClusterEntry | None:
+    return config.cluster(name) if name is not None else None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from kqplan import __version__
+
+        sys.stdout.write(f"kqplan {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="Project config file (default: the nearest kqplan.toml).",
+        dir_okay=False, metavar="FILE")] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    no_color: Annotated[bool, typer.Option(
+        "--no-color", help="No colour, even on a terminal (also: NO_COLOR=1).")] = False,
+    no_input: Annotated[bool, typer.Option(
+        "--no-input", help="Never prompt: fail with the flag to add instead.")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", help="Print the version and exit.", is_eager=True,
+        callback=_version)] = False,
+) -> None:
+    _state["config"] = config
+    _state["debug"] = debug
+    _state["no_color"] = no_color
+    _state["no_input"] = no_input
+
+
+def _choice(enum: Any, value: str, option: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = " | ".join(m.value for m in enum)
+        raise KqplanError(f"{option} must be one of {allowed}, not '{value}'") from None

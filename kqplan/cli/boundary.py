@@ -1,0 +1,59 @@
+"""The one error boundary every command goes through: a :class:`KqplanError` prints its message
+and exits 1, Ctrl-C exits 130, and a traceback appears only with ``--debug``."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+
+from kqplan.cli.app import _state
+from kqplan.core.errors import ExitCode, KqplanError
+
+
+def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
+    """The error boundary every command goes through (``json_errors``: errors as JSON on stderr,
+    for ``--format json``)."""
+    from kqplan.perf import paused_gc
+
+    try:
+        # A command is a short batch run that builds many acyclic objects: see paused_gc.
+        with paused_gc():
+            return int(body())
+    except KqplanError as exc:
+        from kqplan.core.diagnostics import DiagnosticsError
+
+        if json_errors:
+            sys.stderr.write(_error_json(exc) + "\n")
+        elif isinstance(exc, DiagnosticsError):
+            sys.stderr.write(str(exc) + "\n")
+        else:
+            sys.stderr.write(f"Error: {exc}\n")
+        if _state["debug"]:
+            traceback.print_exc()
+        return ExitCode.ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted.\n")
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # a bug: say so, without a traceback unless asked
+        if _state["debug"]:
+            traceback.print_exc()
+        else:
+            sys.stderr.write(f"kqplan: internal error: {type(exc).__name__}: {exc}\n"
+                             "  = help: run again with --debug for the traceback, and please "
+                             "report it\n")
+        return ExitCode.ERROR
+
+
+def _error_json(exc: KqplanError) -> str:
+    """``{"error": {"message", "hint", "diagnostics"}}``: the same facts as the text form."""
+    import json
+
+    from kqplan.core.diagnostics import DiagnosticsError
+    from kqplan.render.diagnostics import render_json
+
+    diagnostics = json.loads(render_json(exc.diagnostics)) if isinstance(exc, DiagnosticsError) else []
+    message = (f"{sum(d.is_error for d in exc.diagnostics)} error(s) in the input"
+               if isinstance(exc, DiagnosticsError) else exc.message)
+    return json.dumps({"error": {"message": message, "hint": exc.hint, "diagnostics": diagnostics}},
+                      ensure_ascii=False)

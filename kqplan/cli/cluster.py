@@ -1,0 +1,166 @@
+"""export, describe, alter, resolve: commands that read or change the cluster itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kqplan.cli.app import _choice, _cluster, _config, _streams, _use_config, app
+from kqplan.cli.boundary import run
+from kqplan.cli.options import (
+    BootstrapOpt,
+    ClusterOpt,
+    CommandConfigOpt,
+    ConfigOpt,
+    DefaultsOpt,
+    NamesOpt,
+    SandboxOpt,
+    StateOpt,
+    _target,
+)
+
+
+@app.command()
+def export(
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", metavar="DIR",
+        help="Directory for the manifests (a file with --format json); default stdout.")] = None,
+    split_by: Annotated[str, typer.Option("--split-by", help="none | user", metavar="HOW")] = "none",
+    fmt: Annotated[str, typer.Option(
+        "--format", help="yaml (manifests) | json (snapshot)", metavar="FORMAT")] = "yaml",
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite files that differ, and remove stale exported ones.")] = False,
+    no_ownership: Annotated[bool, typer.Option(
+        "--no-ownership", help="Write no ownership block (the cluster is not adopted whole).")] = False,
+    config: ConfigOpt = None,
+) -> int:
+    """Write manifests that reproduce the cluster and own it (adopt an existing cluster)."""
+    from kqplan.commands.export import ExportFormat, export_command
+    from kqplan.manifest.export import SplitBy
+
+    _use_config(config)
+
+    def body() -> int:
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, _config()))
+        return export_command(target, out=out, split_by=_choice(SplitBy, split_by, "--split-by"),
+                              fmt=_choice(ExportFormat, fmt, "--format"), streams=_streams(),
+                              force=force, adopt=not no_ownership)
+
+    return run(body)
+
+
+@app.command()
+def describe(
+    names: NamesOpt = None,
+    defaults: DefaultsOpt = None,
+    any_types: Annotated[str | None, typer.Option(
+        "--any", help="Entity types that must be present with any name (defaults included).",
+            metavar="TYPE,...")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Only entities with exactly the given types.")] = False,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json | yaml", metavar="FORMAT")] = "text",
+    config: ConfigOpt = None,
+) -> int:
+    """Show configured quotas of the entities matching a filter (KIP-546 describe)."""
+    from kqplan.commands.describe import DescribeFormat, describe_command
+    from kqplan.core.selectors import filter_from_flags
+
+    _use_config(config)
+
+    def body() -> int:
+        project = _config()
+        flt = filter_from_flags(names, defaults, any_types, strict=strict,
+                                custom=project.custom_entity_types)
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, project))
+        return describe_command(target, flt, fmt=_choice(DescribeFormat, fmt, "--format"),
+                                streams=_streams())
+
+    return run(body, json_errors=fmt == "json")
+
+
+@app.command()
+def alter(
+    names: NamesOpt = None,
+    defaults: DefaultsOpt = None,
+    add: Annotated[str | None, typer.Option(
+        "--add", help="KEY=VALUE,... to set (byte units allowed, e.g. 10MiB).",
+            metavar="KEY=VALUE,...")] = None,
+    delete: Annotated[str | None, typer.Option("--delete", help="KEY,... to remove.",
+        metavar="KEY,...")] = None,
+    validate_only: Annotated[bool, typer.Option(
+        "--validate-only", help="Let the broker validate without changing anything.")] = False,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
+    config: ConfigOpt = None,
+) -> int:
+    """Change one entity's quotas directly (KIP-546 alter), checked offline first; prints
+    before -> after."""
+    from kqplan.commands.describe import AlterFormat, alter_command, parse_ops
+    from kqplan.core.selectors import entity_from_flags
+
+    _use_config(config)
+
+    def body() -> int:
+        project = _config()
+        entity = entity_from_flags(names, defaults, custom=project.custom_entity_types)
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
+            _cluster(cluster, project))
+        return alter_command(target, entity, parse_ops(add, delete), validate_only=validate_only,
+                             streams=_streams(), config=project,
+                             fmt=_choice(AlterFormat, fmt, "--format"))
+
+    return run(body, json_errors=fmt == "json")
+
+
+@app.command()
+def resolve(
+    names: Annotated[str, typer.Option(
+        "--names", help="The connection: user=PRINCIPAL[,client-id=ID] or ip=ADDRESS.",
+            metavar="TYPE=NAME,...")],
+    show_overridden: Annotated[bool, typer.Option(
+        "--show-overridden", help="Also list the less specific entries each key overrides (*).")] = False,
+    desired: Annotated[list[Path] | None, typer.Option(
+        "--desired", help="Resolve against these manifests instead of a cluster (repeatable).",
+            metavar="PATH")] = None,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
+    config: ConfigOpt = None,
+) -> int:
+    """Which quota a connection really gets, per key, and from which entity (KIP-546 resolve)."""
+    from kqplan.commands.resolve import ResolveFormat, principal_of, resolve_command
+
+    _use_config(config)
+
+    def body() -> int:
+        paths = desired or []
+        project = _config(paths)
+        principal = principal_of(names, custom=project.custom_entity_types)
+        target = _target(state, bootstrap_server, command_config, sandbox)
+        if not paths:
+            target = target.or_cluster(_cluster(cluster, project))
+        return resolve_command(principal, target, paths, project, show_overridden=show_overridden,
+                               fmt=_choice(ResolveFormat, fmt, "--format"), streams=_streams())
+
+    return run(body, json_errors=fmt == "json")

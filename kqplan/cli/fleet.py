@@ -1,0 +1,124 @@
+"""fleet: the sub-app for every cluster of the kqplan.toml inventory at once, and its commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kqplan.cli.app import _choice, _config, _streams, _use_config, app
+from kqplan.cli.boundary import run
+from kqplan.cli.options import ConfigOpt
+
+# -- fleet (kqplan/commands/fleet.py defines the sub-app) ------------------------------------------
+# [anchor: fleet commands]
+fleet_app = typer.Typer(help="Every cluster of the kqplan.toml inventory at once (local or Spark engine).",
+                        no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app.add_typer(fleet_app, name="fleet")
+FleetClustersOpt = Annotated[list[str] | None, typer.Option(
+    "--cluster", metavar="NAME", help="Only this inventory cluster (repeatable; default: all).")]
+FleetEngineOpt = Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local | spark")]
+FleetFormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")]
+SparkMasterOpt = Annotated[str | None, typer.Option(
+    "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")]
+SparkRemoteOpt = Annotated[str | None, typer.Option(
+    "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")]
+
+
+@fleet_app.command("snapshot")
+def fleet_snapshot(
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.json.")],
+    cluster: FleetClustersOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """One describe per cluster, written as snapshots; exit 1 if any cluster failed."""
+    from kqplan.commands.fleet import snapshot_command
+
+    _use_config(config)
+    return run(lambda: snapshot_command(_config(), cluster or [], out=out, streams=_streams()))
+
+
+@fleet_app.command("impact")
+def fleet_impact(
+    usage: Annotated[list[Path], typer.Option(
+        "--usage", metavar="FILE|DIR", help="Usage samples: CSV, JSON lines or Parquet (repeatable).")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR",
+                                      help="Write impact.parquet, unused.parquet and charts.")],
+    cluster: FleetClustersOpt = None,
+    stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "max",
+    engine: FleetEngineOpt = "local",
+    fmt: FleetFormatOpt = "text",
+    fail_on_throttle: Annotated[bool, typer.Option(
+        "--fail-on-throttle", help="Exit 1 when a principal goes from not throttled to throttled.")] = False,
+    spark_master: SparkMasterOpt = None,
+    spark_remote: SparkRemoteOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Which observed clients each cluster's plan would throttle, and which quotas nobody hits."""
+    from kqplan.commands.fleet import Engine, FleetFormat, impact_command
+
+    _use_config(config)
+    return run(lambda: impact_command(
+        _config(), cluster or [], usage=usage, stat=stat, engine=_choice(Engine, engine, "--engine"),
+        out=out, fmt=_choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
+        streams=_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        json_errors=fmt == "json")
+
+
+@fleet_app.command("plan")
+def fleet_plan(
+    cluster: FleetClustersOpt = None,
+    engine: FleetEngineOpt = "local",
+    out: Annotated[Path | None, typer.Option(
+        "--out", metavar="DIR", help="Write DIR/changes.parquet (one row per changed key).")] = None,
+    fmt: FleetFormatOpt = "text",
+    detailed_exitcode: Annotated[bool, typer.Option(
+        "--detailed-exitcode", help="Exit 2 when any cluster would change (0: none, 1: error).")] = False,
+    spark_master: SparkMasterOpt = None,
+    spark_remote: SparkRemoteOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Every cluster's plan with kqplan plan's semantics: a summary and the changed keys as a table."""
+    from kqplan.commands.fleet import Engine, FleetFormat, plan_command
+
+    _use_config(config)
+    return run(lambda: plan_command(
+        _config(), cluster or [], engine=_choice(Engine, engine, "--engine"), out=out,
+        fmt=_choice(FleetFormat, fmt, "--format"), detailed_exitcode=detailed_exitcode,
+        streams=_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        json_errors=fmt == "json")
+
+
+@fleet_app.command("rightsize")
+def fleet_rightsize(
+    usage: Annotated[list[Path], typer.Option(
+        "--usage", metavar="FILE|DIR", help="Usage samples: CSV, JSON lines or Parquet (repeatable).")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
+        "Write DIR/<cluster>/rightsize.yaml, DIR/proposals.parquet and DIR/proposals.md."))],
+    cluster: FleetClustersOpt = None,
+    stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "p99",
+    headroom: Annotated[float, typer.Option(
+        "--headroom", metavar="X", help="Multiplies the statistic before rounding up (at least 1).")] = 1.5,
+    tolerance: Annotated[float, typer.Option("--tolerance", metavar="T", help=(
+        "Keep a current quota that covers the proposal and is at most (1+T) x it."))] = 0.5,
+    minimum: Annotated[list[str] | None, typer.Option(
+        "--min", metavar="KEY=VALUE",
+        help="Floor for a key, e.g. producer_byte_rate=1MiB (repeatable).")] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", metavar="KEY=VALUE", help="A label of the written manifests (repeatable).")] = None,
+    engine: FleetEngineOpt = "local",
+    fmt: FleetFormatOpt = "text",
+    spark_master: SparkMasterOpt = None,
+    spark_remote: SparkRemoteOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Proposed quotas from observed usage (statistic x headroom, rounded up), as manifests per cluster."""
+    from kqplan.commands.fleet import Engine, FleetFormat, rightsize_command
+
+    _use_config(config)
+    return run(lambda: rightsize_command(
+        _config(), cluster or [], usage=usage, stat=stat, headroom=headroom, tolerance=tolerance,
+        mins=minimum or [], labels=label or [], engine=_choice(Engine, engine, "--engine"), out=out,
+        fmt=_choice(FleetFormat, fmt, "--format"), streams=_streams(), spark_master=spark_master,
+        spark_remote=spark_remote), json_errors=fmt == "json")

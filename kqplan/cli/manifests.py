@@ -1,0 +1,109 @@
+"""schema, fmt, import: the JSON Schemas, and the commands that write manifests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kqplan.cli.app import _choice, _cluster, _config, _streams, _use_config, app
+from kqplan.cli.boundary import run
+from kqplan.cli.options import (
+    BootstrapOpt,
+    ClusterOpt,
+    CommandConfigOpt,
+    ConfigOpt,
+    DefaultsOpt,
+    NamesOpt,
+    PathsArg,
+    SandboxOpt,
+    StateOpt,
+    _target,
+)
+from kqplan.core.errors import ExitCode, KqplanError
+
+SCHEMAS = ("manifest", "plan", "report", "errors")
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(
+        help="manifest | plan | report | errors", metavar="NAME")] = "manifest",
+) -> int:
+    """Print a JSON Schema: manifests, plan JSON, apply reports, or diagnostics/errors."""
+    import json
+
+    def body() -> int:
+        if name not in SCHEMAS:
+            raise KqplanError(f"no schema '{name}'", hint=f"one of {', '.join(SCHEMAS)}")
+        if name == "manifest":  # generated from the models: always what this kqplan reads
+            from kqplan.manifest.models import json_schema
+
+            sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+            return ExitCode.OK
+        # shipped in the wheel as kqplan/schemas/; in a checkout they sit beside the package
+        here = Path(__file__).resolve().parent.parent  # the kqplan package
+        for directory in (here / "schemas", here.parent / "schemas"):
+            path = directory / f"{name}-v1.json"
+            if path.is_file():
+                sys.stdout.write(path.read_text(encoding="utf-8"))
+                return ExitCode.OK
+        raise KqplanError(f"the {name} schema is not installed with this kqplan")
+
+    return run(body)
+
+
+# -- fmt / import (manifest writing) -------------------------------------------------------------
+# [anchor: manifest-writer commands]
+@app.command()
+def fmt(
+    paths: PathsArg,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Write nothing; list files that are not canonical and exit 1 if any.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Show the changes as a unified diff.")] = False,
+    config: ConfigOpt = None,
+) -> int:
+    """Rewrite manifests in canonical form (key order, units, quoting), keeping comments."""
+    from kqplan.commands.fmt import fmt_command
+
+    _use_config(config)
+    return run(lambda: fmt_command(paths, _config(paths), check=check, diff=diff, streams=_streams()))
+
+
+@app.command(name="import")
+def import_(
+    directory: Annotated[Path, typer.Argument(help="The manifests directory to write into.",
+                                              metavar="DIR", file_okay=False)],
+    names: NamesOpt = None,
+    defaults: DefaultsOpt = None,
+    all_unmanaged: Annotated[bool, typer.Option(
+        "--all-unmanaged", help="Every cluster entity no manifest lists and no scope covers.")] = False,
+    split_by: Annotated[str, typer.Option(
+        "--split-by", metavar="HOW", help="none | user: the file a new entity goes to (as export)")] = "none",
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    cluster: ClusterOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Pull entities from the cluster into the manifests (comments and formatting kept)."""
+    from kqplan.commands.import_ import import_command
+    from kqplan.core.selectors import entity_from_flags
+    from kqplan.manifest.export import SplitBy
+
+    _use_config(config)
+
+    def body() -> int:
+        project = _config([directory])
+        wanted = [entity_from_flags(names, defaults, custom=project.custom_entity_types)] \
+            if names or defaults else []
+        entry = _cluster(cluster, project)
+        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(entry)
+        return import_command(directory, wanted, target, project, all_unmanaged=all_unmanaged,
+                              split_by=_choice(SplitBy, split_by, "--split-by"), streams=_streams(),
+                              layers=entry.manifests if entry is not None else ())
+
+    return run(body)

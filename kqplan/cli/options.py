@@ -1,0 +1,53 @@
+"""The option and argument types several commands share, and the target they describe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from kqplan.pipeline.target import Target
+
+PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or directories.",
+                                                show_default=False, metavar="PATH...")]
+OptionalPathsArg = Annotated[list[Path] | None, typer.Argument(
+    help="Manifest files or directories (default: the --cluster's manifests).", show_default=False,
+    metavar="[PATH...]")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", metavar="NAME",
+    help="A cluster of the kqplan.toml inventory: its manifests and target (explicit flags win).")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", dir_okay=False, metavar="FILE",
+    help="Project config file (default: the nearest kqplan.toml).")]
+StateOpt = Annotated[Path | None, typer.Option(
+    "--state", help="Plan against a snapshot file instead of a live cluster.", dir_okay=False,
+    metavar="SNAPSHOT.json")]
+# The KQPLAN_* variables are read when the target opens (kqplan.pipeline.target), not by typer: an
+# explicit --state or --sandbox must win over a bootstrap address exported in the shell.
+BootstrapOpt = Annotated[str | None, typer.Option(
+    "--bootstrap-server", help="Kafka bootstrap HOST:PORT [env: KQPLAN_BOOTSTRAP_SERVER].",
+    metavar="HOST:PORT")]
+CommandConfigOpt = Annotated[Path | None, typer.Option(
+    "--command-config", dir_okay=False, metavar="FILE",
+    help="Client properties (as for kafka-configs.sh): security.protocol, sasl.*, ssl.* "
+         "[env: KQPLAN_COMMAND_CONFIG].")]
+SandboxOpt = Annotated[str | None, typer.Option(
+    "--sandbox", metavar="[SEED.json]",
+    help="Run against an in-process sandbox broker, optionally seeded from a snapshot.")]
+
+NamesOpt = Annotated[str | None, typer.Option(
+    "--names", help="Comma-separated TYPE=NAME pairs, e.g. user=alice,client-id=app.",
+        metavar="TYPE=NAME,...")]
+DefaultsOpt = Annotated[str | None, typer.Option(
+    "--defaults", help="Comma-separated entity types whose default entity is meant, e.g. user.",
+        metavar="TYPE,...")]
+
+
+def _target(state: Path | None, bootstrap: str | None, command_config: Path | None,
+            sandbox: str | None) -> Target:
+    from kqplan.pipeline.target import Target
+
+    return Target(state=state, bootstrap=bootstrap, command_config=command_config,
+                  sandbox=sandbox is not None, sandbox_seed=Path(sandbox) if sandbox else None)

@@ -1,0 +1,149 @@
+"""validate, plan, apply: manifests checked offline, planned against a cluster, applied."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kqplan.cli.app import _choice, _cluster, _color, _config, _state, _streams, _use_config, app
+from kqplan.cli.boundary import run
+from kqplan.cli.options import (
+    BootstrapOpt,
+    ClusterOpt,
+    CommandConfigOpt,
+    ConfigOpt,
+    OptionalPathsArg,
+    SandboxOpt,
+    StateOpt,
+    _target,
+)
+
+
+@app.command()
+def validate(
+    paths: OptionalPathsArg = None,
+    cluster: ClusterOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json | github", metavar="FORMAT")] = "text",
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
+    related: Annotated[bool, typer.Option(
+        "--related", help="Each PATH is a changed file (pre-commit): validate it with its manifest set "
+        "(its inventory layers, else its directory); skip YAML that is no manifest.")] = False,
+    config: ConfigOpt = None,
+) -> int:
+    """Check manifests offline; report every problem with file:line:column."""
+    from kqplan.commands.validate import DiagnosticFormat
+    from kqplan.commands.validate import validate as command
+    from kqplan.pipeline.inputs import declared_profile, manifest_paths
+
+    _use_config(config)
+
+    def body() -> int:
+        given = paths or []
+        project = _config(given)
+        entry = _cluster(cluster, project)
+        return command(manifest_paths(given, entry), project,
+                       fmt=_choice(DiagnosticFormat, fmt, "--format"), strict=strict, streams=_streams(),
+                       related=related, profile=declared_profile(entry))
+
+    return run(body, json_errors=fmt == "json")
+
+
+@app.command()
+def plan(
+    paths: OptionalPathsArg = None,
+    cluster: ClusterOpt = None,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="text | markdown | json | github", metavar="FORMAT")] = "text",
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Save the plan (JSON) for `kqplan apply --plan`.", dir_okay=False,
+        metavar="PLAN.json")] = None,
+    detailed_exitcode: Annotated[bool, typer.Option(
+        "--detailed-exitcode", help="Exit 2 when there are changes (0: none, 1: error).")] = False,
+    principals: Annotated[Path | None, typer.Option(
+        "--principals", dir_okay=False, metavar="FILE",
+        help="CSV or JSON lines of user,client-id pairs: show whose effective quota changes.")] = None,
+    allow_mass_delete: Annotated[bool, typer.Option(
+        "--allow-mass-delete", help="Allow more deletions than [policy] max-delete(-percent).")] = False,
+    fail_on_unmanaged: Annotated[bool, typer.Option(
+        "--fail-on-unmanaged",
+        help="Exit 1 when cluster entities are outside every manifest and ownership scope.")] = False,
+    markdown_limit: Annotated[int, typer.Option(
+        "--markdown-limit", metavar="CHARS", min=2000,
+        help="--format markdown stays under this size (GitHub refuses comments over 65536).")] = 60_000,
+    config: ConfigOpt = None,
+) -> int:
+    """Show what apply would change: manifests against one describe of the cluster."""
+    from kqplan.commands.plan import plan as command
+    from kqplan.pipeline.guarded import Guardrails
+    from kqplan.render.formats import Format
+
+    _use_config(config)
+    github = fmt == "github"
+
+    def body() -> int:
+        given = paths or []
+        project = _config(given)
+        return command(
+            given, _target(state, bootstrap_server, command_config, sandbox), project,
+            fmt=Format.MARKDOWN if github else _choice(Format, fmt, "--format"), out=out,
+            detailed_exitcode=detailed_exitcode, streams=_streams(), principals=principals,
+            cluster=_cluster(cluster, project),
+            guardrails=Guardrails(allow_mass_delete, fail_on_unmanaged), color=_color(),
+            config_flag=_state["config"], github=github, markdown_limit=markdown_limit)
+
+    return run(body, json_errors=fmt == "json")
+
+
+class _ApplyFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+@app.command()
+def apply(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Manifest files or directories (or use --plan, or --cluster's manifests).",
+        show_default=False, metavar="[PATH...]")] = None,
+    plan_file: Annotated[Path | None, typer.Option(
+        "--plan", help="Apply exactly this saved plan (refused if stale).", dir_okay=False,
+        metavar="PLAN.json")] = None,
+    cluster: ClusterOpt = None,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    auto_approve: Annotated[bool, typer.Option(
+        "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Write the per-entity results as JSON.", dir_okay=False,
+        metavar="REPORT.json")] = None,
+    allow_mass_delete: Annotated[bool, typer.Option(
+        "--allow-mass-delete", help="Allow more deletions than [policy] max-delete(-percent).")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", metavar="FORMAT",
+        help="text | json (the report on stdout; needs --auto-approve)")] = "text",
+    config: ConfigOpt = None,
+) -> int:
+    """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
+    from kqplan.commands.apply import apply_command
+    from kqplan.pipeline.guarded import Guardrails
+
+    _use_config(config)
+
+    def body() -> int:
+        manifest_paths = paths or []
+        project = _config(manifest_paths)
+        return apply_command(
+            manifest_paths, plan_file, _target(state, bootstrap_server, command_config, sandbox),
+            project, auto_approve=auto_approve, report=report, streams=_streams(),
+            cluster_entry=_cluster(cluster, project), guardrails=Guardrails(allow_mass_delete),
+            color=_color(), as_json=_choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON)
+
+    return run(body, json_errors=fmt == "json")

@@ -1,0 +1,322 @@
+"""Validated manifests → desired state, ownership and cluster guard, applying Kafka's rules.
+
+Every check that Kafka's controller makes on an alter is made here first, with the same
+rule (``kqplan.core.quotas``), so ``kqplan validate`` passing means the broker will accept it.
+Offline checks are stricter in three places: NaN and infinity are refused (Kafka stores
+them, but they are never what a manifest means), an ip that looks numeric must be a real
+address, and an entity with no quotas is refused (list it nowhere, or prune it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kqplan.core.desired import DesiredState, Origin
+from kqplan.core.diagnostics import Loc, Pending, did_you_mean, locate, sort_key
+from kqplan.core.entity import (
+    BUILTIN_TYPES,
+    CLIENT_ID,
+    IP,
+    USER,
+    Entity,
+    EntityKind,
+    Name,
+    unescape_name,
+)
+from kqplan.core.metadata import Metadata
+from kqplan.core.ownership import Ownership, ScopePattern
+from kqplan.core.quotas import QUOTA_KEYS, key_error, keys_for
+from kqplan.manifest.bulk import BulkPath
+from kqplan.manifest.compiling import Profile
+from kqplan.manifest.entries import ENTRY_FIELD_SET, EntryChecks, kind_name
+from kqplan.manifest.fast.plain import PlainEntries
+from kqplan.manifest.fast.slices import SlicedEntries
+from kqplan.manifest.source import LoadedManifest, SourceFile
+
+_PLAIN_FIELDS = frozenset({USER, CLIENT_ID, "quotas"})
+_KEY_NAMES = {key: key for key in QUOTA_KEYS}
+"""The registry's own key strings: a compiled state holds them, not one parsed copy per entry
+(250k strings, 17 MiB, in a 100k-entity plan)."""
+
+
+class Compiler(EntryChecks, BulkPath):
+    """Adds each file's profiles, guard, ownership and entities to the desired state, reporting
+    every problem where it is; :meth:`finish` locates them and returns the state."""
+
+    # -- profiles, ownership, guard -------------------------------------------------------
+    def add_profiles(self, loaded: LoadedManifest) -> None:
+        source = loaded.source
+        for name, values in loaded.manifest.profiles.items():
+            loc: Loc = ("profiles", name)
+            if name in self.profiles:
+                first = self.profiles[name]
+                self.report(source, Pending(
+                    "KQP121", f"profile '{name}' is defined twice", loc, at_key=True,
+                    related=((first.source, first.loc, "first defined"),),
+                    hint="profiles share one namespace across all files; rename one"))
+                continue
+            quotas: dict[str, float] = {}
+            for key, raw in values.items():
+                kloc = (*loc, key)
+                if not self.known_key(key):
+                    self.unknown_key(source, kloc, key, list(QUOTA_KEYS))
+                    continue
+                value = self.values.parse(source, kloc, key, raw)
+                if value is not None and (key not in QUOTA_KEYS
+                                          or self.values.check(source, kloc, key, value)):
+                    quotas[_KEY_NAMES.get(key, key)] = value
+            self.profiles[name] = Profile(quotas, source, loc)
+
+    def add_ownership(self, loaded: LoadedManifest) -> None:
+        ownership = loaded.manifest.ownership
+        if ownership is None:
+            return
+        types = (*BUILTIN_TYPES, *sorted(self.config.custom_entity_types))
+        patterns = []
+        for i, mapping in enumerate(ownership.scope):
+            loc: Loc = ("ownership", "scope", i)
+            ok = bool(mapping)
+            if not mapping:
+                self.report(loaded.source, Pending("KQP130", "empty scope pattern", loc,
+                                                   hint="e.g. {user: \"payments-*\"}"))
+            for entity_type, glob in mapping.items():
+                if entity_type not in types:
+                    guess = did_you_mean(entity_type, types)
+                    self.report(loaded.source, Pending(
+                        "KQP104", f"unknown entity type '{entity_type}' in scope", (*loc, entity_type),
+                        at_key=True, hint=f"did you mean '{guess}'?" if guess else
+                        f"entity types: {', '.join(types)}"))
+                    ok = False
+                elif glob == "":
+                    self.report(loaded.source, Pending(
+                        "KQP130", "empty name pattern", (*loc, entity_type),
+                        hint="use '*' for every name, or <default> for the default entity"))
+                    ok = False
+            if ok:
+                patterns.append(ScopePattern.of(mapping))
+        self.scopes.append((ownership.prune, patterns))
+
+    def add_guard(self, loaded: LoadedManifest) -> None:
+        guard = loaded.manifest.cluster
+        if guard is None:
+            return
+        if self.guard is None:
+            self.guard = (guard, loaded.source, ("cluster",))
+        elif self.guard[0] != guard:
+            self.report(loaded.source, Pending(
+                "KQP140", f"cluster guard '{guard}' conflicts with '{self.guard[0]}'", ("cluster",),
+                related=((self.guard[1], self.guard[2], "other guard"),),
+                hint="plan each cluster's manifests separately"))
+
+    # -- entities -------------------------------------------------------------------------
+    def add_entities(self, loaded: LoadedManifest, layer: int = 0) -> None:
+        source = loaded.source
+        doc_meta = _metadata(loaded.raw.get("metadata"))
+        entries = loaded.raw.get("entities") or []
+        if entries.__class__ is SlicedEntries:
+            for base, piece in entries.slices():
+                self.add_list(source, piece, layer, doc_meta, base)
+        else:
+            self.add_list(source, entries, layer, doc_meta)
+
+    def add_list(self, source: SourceFile, entries: Any, layer: int, doc_meta: Metadata | None,
+                 base: int = 0) -> None:
+        """Entity entries of ``source``, the first at index ``base``: in bulk when read from the
+        text and all new and valid, else one by one."""
+        plain = self.add_plain if doc_meta is None else None
+        if plain is not None and entries.__class__ is PlainEntries and self.add_plain_list(
+                source, entries, layer, base):
+            return
+        for i, raw in enumerate(entries, base):
+            # Each parsed entry is let go once compiled (nothing reads it later; positions come
+            # from the text): the parsed and compiled forms of a 100k-entity file are not both
+            # held at the peak (measured: 260 -> 214 MiB for a 12 MiB file, benchmarks/manifest_memory.py).
+            entries[i - base] = None
+            if plain is not None and raw.keys() <= _PLAIN_FIELDS and plain(source, i, raw, layer):
+                continue
+            loc: Loc = ("entities", i)
+            parts: list[tuple[str, Name]] = []
+            ok = True
+            for entity_type in (USER, CLIENT_ID, IP):  # display order: Entity needs no sort
+                if entity_type not in raw:
+                    continue
+                text = raw[entity_type]
+                if text is None:
+                    self.report(source, Pending(
+                        "KQP101", f"{entity_type} has no name", (*loc, entity_type),
+                        hint=f"write `{entity_type}: <default>` for the default {entity_type}"))
+                    ok = False
+                    continue
+                parts.append((entity_type, unescape_name(text)))
+            if not raw.keys() <= ENTRY_FIELD_SET:
+                for extra in sorted(raw.keys() - ENTRY_FIELD_SET):
+                    ok = self.add_custom_part(source, loc, extra, raw[extra], parts) and ok
+            if not ok:
+                continue
+            if not parts:
+                self.report(source, Pending(
+                    "KQP100", "entity names no entity type", loc,
+                    hint="add `user:`, `client-id:` or `ip:` (e.g. `user: alice`)"))
+                continue
+            entity = Entity(parts)
+            kind = entity.kind
+            if (kind is not EntityKind.CLIENT or any(n == "" for _, n in parts)) and \
+                    not self.check_entity(source, loc, entity):
+                continue
+            if not self.check_names(source, loc, entity):
+                continue
+            self.add_entry(source, loc, entity, raw, layer=layer, doc_meta=doc_meta)
+
+    def add_entry(self, source: SourceFile, loc: Loc, entity: Entity, raw: dict[str, Any], *,
+                  layer: int, doc_meta: Metadata | None) -> None:
+        """One valid entity entry: new, a duplicate, or an override of an earlier layer."""
+        state = self.state
+        override = raw.get("override") is True
+        first = state.origins.get(entity)
+        if first is None and state.absent and entity in state.absent:
+            first = self.removed.get(entity)
+        earlier: dict[str, float] | None = None
+        if first is not None:
+            if not override or first.layer == layer:
+                hint = ("merge the two entries into one" if first.layer == layer else
+                        "to change it in this layer, add `override: true` to this entry")
+                self.report(source, Pending(
+                    "KQP102", f"entity {entity.display} is listed twice", loc,
+                    related=((first.source, first.loc, "first listed"),), hint=hint))
+                return
+            earlier = state.quotas.get(entity, {})
+        elif override:
+            self.report(source, Pending(
+                "KQP122", f"override: true, but no earlier layer lists {entity.display}", (*loc, "override"),
+                at_key=True, hint="remove `override: true`, or list the entity in an earlier layer "
+                "(layers are the paths given, in order, or a cluster's `manifests` in kqplan.toml)"))
+            return
+        quotas = self.entity_quotas(source, loc, entity, entity.kind, raw, earlier=earlier)
+        if quotas is None:
+            return
+        index = loc[1]  # loc is ("entities", index)
+        assert isinstance(index, int)
+        origin = Origin(source, index, layer, first)
+        if first is not None and self.journal is not None:
+            self.journal.append(self.saved(entity))
+        state.origins[entity] = origin
+        meta = _metadata(raw["metadata"]) if "metadata" in raw else None
+        if meta is not None or doc_meta is not None or (override and entity in state.metadata):
+            merged = (meta or Metadata()).merged_over(state.metadata.get(entity) if override else doc_meta)
+            if merged.labels or merged.description is not None:
+                state.metadata[entity] = merged
+        if "protect" in raw:
+            (state.protected.add if raw["protect"] is True else state.protected.discard)(entity)
+        if quotas:
+            state.quotas[entity] = quotas
+            if entity.has_default:
+                state.with_default.add(entity)
+            if state.absent:
+                state.absent.discard(entity)
+        else:  # an override removed every key: the entity must not exist
+            state.quotas.pop(entity, None)
+            state.absent.add(entity)
+            self.removed[entity] = origin
+
+    def entity_quotas(self, source: SourceFile, loc: Loc, entity: Entity, kind: EntityKind,
+                      raw: dict[str, Any], *, earlier: dict[str, float] | None = None
+                      ) -> dict[str, float] | None:
+        """The entry's quotas (over ``earlier`` for an override); None after reporting a problem."""
+        custom = kind is EntityKind.CUSTOM
+        valid_keys = keys_for(kind)
+        quotas: dict[str, float] = dict(earlier) if earlier is not None else {}
+        ok = True
+        profile = raw.get("profile")
+        if profile is not None:
+            inherited = self.apply_profile(source, loc, entity, profile, quotas)
+            if inherited is None:
+                return None
+            ok = inherited
+        for key, value_raw in (raw.get("quotas") or {}).items():
+            kloc: Loc = (*loc, "quotas", key)
+            if value_raw is None:
+                if earlier is None:
+                    self.report(source, Pending(
+                        "KQP021", f"{key}: value must be a number, got null", kloc,
+                        hint="null removes a key only in an entry with `override: true`; "
+                        "to remove the key here, delete the line"))
+                    ok = False
+                else:
+                    quotas.pop(key, None)
+                continue
+            if key not in valid_keys and not self.key_allowed(source, kloc, entity, key, custom):
+                ok = False
+                continue
+            value = self.values.valid(source, kloc, key, value_raw)
+            if value is None:
+                ok = False
+                continue
+            quotas[_KEY_NAMES.get(key, key)] = value
+        if ok and not quotas and earlier is None:
+            self.report(source, Pending(
+                "KQP118", f"entity {entity.display} sets no quotas", loc,
+                hint="add a `quotas:` map or a `profile:`; to delete an entity from the cluster, "
+                "remove it from the manifests and use ownership.prune"))
+            return None
+        return quotas if ok else None
+
+    def apply_profile(self, source: SourceFile, loc: Loc, entity: Entity, profile: str,
+                      quotas: dict[str, float]) -> bool | None:
+        """Start ``quotas`` from a profile; None if the profile does not exist."""
+        kind = entity.kind
+        found = self.profiles.get(profile)
+        if found is None and self.read_rest is not None:  # perhaps a file not compiled yet has it
+            self.read_rest()
+            found = self.profiles.get(profile)
+        if found is None:
+            guess = did_you_mean(profile, self.profiles)
+            self.report(source, Pending(
+                "KQP120", f"unknown profile '{profile}'", (*loc, "profile"),
+                hint=f"did you mean '{guess}'?" if guess else (
+                    f"defined profiles: {', '.join(sorted(self.profiles))}" if self.profiles
+                    else "define it under `profiles:`")))
+            return None
+        ok = True
+        for key, inherited in found.quotas.items():
+            if kind is not EntityKind.CUSTOM and key in QUOTA_KEYS and key_error(key, kind):
+                self.report(source, Pending(
+                    "KQP111", f"profile '{profile}' sets {key}, which {kind_name(entity)} "
+                    f"entities do not take", (*loc, "profile"),
+                    hint=f"{kind_name(entity)} entities take {', '.join(keys_for(kind))}"))
+                ok = False
+            quotas[key] = inherited
+        return ok
+
+    def check_guard_known(self) -> None:
+        """With an inventory, a ``cluster:`` guard must name one of its clusters (or an id)."""
+        clusters = self.config.clusters
+        if self.guard is None or not clusters:
+            return
+        guard, source, loc = self.guard
+        if guard in clusters or any(e.id == guard for e in clusters.values()):
+            return
+        guess = did_you_mean(guard, clusters)
+        self.report(source, Pending(
+            "KQP141", f"cluster '{guard}' is not in the inventory ({self.config.source})", loc,
+            hint=f"did you mean '{guess}'?" if guess else
+            f"clusters: {', '.join(sorted(clusters))}; or add [clusters.{guard}] to kqplan.toml"))
+
+    def finish(self) -> DesiredState:
+        self.check_guard_known()
+        self.state.ownership = Ownership.of(self.scopes)
+        self.state.cluster_guard = self.guard[0] if self.guard else None
+        self.state.diagnostics.extend(locate(source, p) for source, p in self.pending)
+        self.state.diagnostics.sort(key=sort_key)
+        return self.state
+
+
+def _metadata(raw: Any) -> Metadata | None:
+    """A ``metadata:`` mapping (shape checked by pydantic already) as a value."""
+    if not isinstance(raw, dict):
+        return None
+    labels = raw.get("labels") or {}
+    description = raw.get("description")
+    return Metadata.of({str(k): str(v) for k, v in labels.items()},
+                       description if isinstance(description, str) else None)
+
+
