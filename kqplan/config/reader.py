@@ -5,7 +5,7 @@ A file of the usual shape is checked by hand (:func:`plain_document`) and never 
 (0.04 s of every command's start-up in a repository with a ``kqplan.toml``); anything it does not
 accept goes through the pydantic schema in :mod:`kqplan.config.schema`, which decides and locates
 every problem. The plain check accepts only what the schema accepts, with the same result
-(tests/config_plain_test.py checks both on generated files).
+(tests/config/plain_test.py checks both on generated files).
 """
 
 from __future__ import annotations

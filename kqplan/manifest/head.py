@@ -2,7 +2,7 @@
 
 A valid manifest of the usual shape never needs the pydantic models: :func:`plain_head` checks
 the few document-level fields by hand and returns them as plain values. It accepts only what
-:class:`kqplan.manifest.models.Manifest` accepts, unchanged (``tests/manifest/fast_shape_test.py``
+:class:`kqplan.manifest.models.Manifest` accepts, unchanged (``tests/manifest/fast/shape_test.py``
 checks both on generated documents); anything else answers None, and the loader validates with
 pydantic, which locates every error.
 """

@@ -1,7 +1,8 @@
-"""Views of a plan: text (terraform's markers), Markdown for PR comments, and JSON.
+"""A plan as text: terraform's markers, then the summary line.
 
-Renderers only read the plan. The markers and the summary line are built here once, from
-``Action.marker`` and ``Plan.summary``, so the three formats cannot disagree.
+Renderers only read the plan. The markers, the summary line and the rows of a change are built
+here once, from ``Action.marker`` and ``Plan.summary``, and the Markdown view
+(:mod:`kqplan.render.markdown`) uses them too, so the formats cannot disagree.
 """
 
 from __future__ import annotations

@@ -94,7 +94,8 @@ _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 # ListenerType.ZK_BROKER, enableUnstableLastVersion=false, clientTelemetryEnabled=false), as the
 # kafka-clients-3.9.1 jar computes it (DefaultApiVersionManager without a forwarding manager, no
 # telemetry receiver). LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6) and ControlledShutdown
-# (7) are what tells a client it is a ZooKeeper-mode broker (kqplan.cluster.transport.broker_kind).
+# (7) are what tells a client it is a ZooKeeper-mode broker
+# (kqplan.cluster.transport.KafkaTransport.broker_kind).
 ZK_39_API_VERSIONS: dict[int, tuple[int, int]] = {
     0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3),
     8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5),

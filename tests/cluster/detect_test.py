@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import re
 
-from tests.apply_live_test import live  # noqa: F401  (a fixture)
 from tests.helpers import run_cli, write_manifest
 from tests.kafka.broker import version_tuple
 
 
-def test_plan_and_report_name_the_version_and_mode(live, tmp_path):  # noqa: F811
+def test_plan_and_report_name_the_version_and_mode(live, tmp_path):
     write_manifest(tmp_path / "q.yaml", "entities: []\n")
     plan = run_cli("plan", tmp_path / "q.yaml", "--bootstrap-server", live.bootstrap, "--format", "json")
     assert plan.exit_code == 0, plan.stderr

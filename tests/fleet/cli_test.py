@@ -3,40 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
-from kqplan.core.entity import Entity
 from kqplan.fleet.changes import ChangeRow, read_parquet
-from kqplan.sandbox import Sandbox, SandboxConfig
-from tests.helpers import run_cli, write_manifest
-
-SEED = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("gone"): {"producer_byte_rate": 3.0},
-        Entity.user("mallory"): {"request_percentage": 5.0}}
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Path]:
-    with ExitStack() as stack:
-        boxes = {n: stack.enter_context(Sandbox.start(SandboxConfig(seed=SEED, cluster_id=n)))
-                 for n in ("east", "west")}
-        write_manifest(tmp_path / "base" / "q.yaml", "ownership: {prune: true, scope: [{user: 'g*'}]}\n"
-                       "entities:\n  - user: a\n    quotas: {producer_byte_rate: 2}\n")
-        write_manifest(tmp_path / "west" / "q.yaml",
-                       "entities:\n  - user: w\n    quotas: {consumer_byte_rate: 7}\n")
-        layers = {"east": '["base"]', "west": '["base", "west"]'}
-        text = "".join(f'[clusters.{n}]\nid = "{n}"\nbootstrap-server = "{b.bootstrap}"\n'
-                       f"manifests = {layers[n]}\n\n" for n, b in boxes.items())
-        text += '[clusters.down]\nbootstrap-server = "127.0.0.1:1"\nmanifests = ["base"]\n'
-        (tmp_path / "kqplan.toml").write_text(text)
-        yield tmp_path
-
-
-def fleet_cli(root: Path, *args: str | Path):
-    return run_cli("--config", root / "kqplan.toml", "fleet", *args)
+from tests.helpers import fleet_cli, write_manifest
 
 
 def test_snapshot_writes_each_cluster_and_reports_the_unreachable_one(fleet):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kqplan.console import Streams
 from kqplan.fleet.spark import tasks_text, watch
-from tests.fleet.cli_test import fleet, fleet_cli  # noqa: F401  (a fixture)
+from tests.helpers import fleet_cli
 
 
 def test_tasks_text_sums_the_running_stages():
@@ -56,7 +56,7 @@ def test_watch_reports_the_running_stages_task_counts(spark):
     assert len(heard) == before
 
 
-def test_a_fleet_job_names_its_steps_in_a_ci_log(fleet, spark, monkeypatch):  # noqa: F811
+def test_a_fleet_job_names_its_steps_in_a_ci_log(fleet, spark, monkeypatch):
     monkeypatch.setattr("kqplan.commands.fleet.LOG_EVERY", 0.0)
     usage = Path(fleet) / "usage.csv"
     usage.write_text("cluster,user,client_id,producer_byte_rate\neast,a,x,3\n")

@@ -37,7 +37,6 @@ from kqplan.manifest.compile import load_desired
 from kqplan.manifest.export import yaml_value
 from kqplan.manifest.fmt import format_text
 from kqplan.snapshot.file import write_snapshot
-from tests.fleet.connect_test import connect_server  # noqa: F401  (a fixture)
 from tests.helpers import run_cli, run_kqplan
 
 P, C, R, M = USAGE_KEYS  # producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation…
@@ -425,7 +424,7 @@ def test_out_must_be_a_directory(fleet):
 
 
 @pytest.mark.slow
-def test_through_spark_connect_the_same_files(fleet, connect_server):  # noqa: F811
+def test_through_spark_connect_the_same_files(fleet, connect_server):
     # in a process of its own: pyspark refuses a Connect session beside this one's local session
     remote = run_kqplan("--config", fleet / "kqplan.toml", "fleet", "rightsize", "--usage",
                         fleet / "usage.csv", "--out", fleet / "spark", "--engine", "spark",

@@ -2,7 +2,7 @@
 connections before and after an alter commits, error answers, the first N requests failing,
 and faults changed at run time from other threads.
 
-apply_faults_test.py checks what ``kqplan apply`` makes of these; here it is the sandbox's
+tests/apply/faults_test.py checks what ``kqplan apply`` makes of these; here it is the sandbox's
 side of the contract, one fault kind at a time, through ``KafkaCluster``.
 """
 

@@ -20,7 +20,7 @@ in a flow mapping on its line or one per line below it; names are letters, digit
 anywhere in the list (a comment, quote, blank line, tab, CR, anchor, other field, other order).
 Every name so spelled is the string YAML reads (core schema or 1.1), and each distinct
 ``quotas`` text (files repeat a few tiers) is parsed by yaml_rs itself, once, so the entries
-equal what the whole parse gives (``tests/manifest/plain_test.py`` compares the two on
+equal what the whole parse gives (``tests/manifest/fast/plain_test.py`` compares the two on
 generated files, whole and sliced). A list with anything else in it is parsed, as before.
 """
 

@@ -1,4 +1,4 @@
-"""A plain entity list read from its text (kqplan/manifest/plain.py) must change nothing but speed:
+"""A plain entity list read from its text (kqplan/manifest/fast/plain.py) must change nothing but speed:
 the same desired state, origins, layers and diagnostics as the whole-file parse, on generated
 manifests close to the plain shape — tricky names (YAML keywords, numbers, escapes), bad keys
 and values, uneven or repeated quota lines, repeats across files and layers, defaults, comments,

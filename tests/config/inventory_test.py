@@ -6,8 +6,7 @@ from __future__ import annotations
 import uuid
 
 from kqplan.core.entity import Entity
-from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
-from tests.helpers import REPO, run_cli, run_kqplan, write_manifest
+from tests.helpers import REPO, mine, run_cli, run_kqplan, write_manifest
 
 FLEET = REPO / "examples" / "fleet"
 
@@ -158,7 +157,7 @@ def test_export_with_cluster_reads_the_inventory_target(tmp_path):
     assert "ledger" in text
 
 
-def test_inventory_apply_and_describe_on_live_targets(live, tmp_path):  # noqa: F811
+def test_inventory_apply_and_describe_on_live_targets(live, tmp_path):
     p = f"kqplan-inv7-{uuid.uuid4().hex[:8]}"
     write_manifest(
         tmp_path / "base" / "q.yaml",

@@ -7,11 +7,10 @@ import json
 import uuid
 
 from kqplan.core.entity import Entity
-from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
-from tests.helpers import run_cli
+from tests.helpers import mine, run_cli
 
 
-def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):  # noqa: F811
+def test_alter_describe_export_plan_resolve_round_trip(live, tmp_path):
     p = f"kqplan-adopt-{uuid.uuid4().hex[:8]}"
     try:
         kq = ["--bootstrap-server", live.bootstrap]

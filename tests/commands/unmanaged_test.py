@@ -8,11 +8,10 @@ import uuid
 
 from kqplan.core.entity import Entity
 from kqplan.sandbox import Sandbox, SandboxConfig
-from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
-from tests.helpers import run_cli, write_manifest
+from tests.helpers import mine, run_cli, write_manifest
 
 
-def test_out_of_band_alter_is_unmanaged_on_live_targets(live, tmp_path):  # noqa: F811
+def test_out_of_band_alter_is_unmanaged_on_live_targets(live, tmp_path):
     p = f"kqplan-unm-{uuid.uuid4().hex[:8]}"
     q = write_manifest(
         tmp_path / "q.yaml", f"entities:\n  - user: {p}-a\n    quotas: {{producer_byte_rate: 1MiB}}\n"

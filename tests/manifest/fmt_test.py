@@ -10,8 +10,8 @@ from kqplan.core.entity import Entity
 from kqplan.manifest.compile import load_desired
 from kqplan.manifest.export import export
 from kqplan.manifest.fmt import format_text
-from tests.export_test import TRICKY
 from tests.helpers import run_cli
+from tests.manifest.export_test import TRICKY
 
 names = st.sampled_from([*TRICKY, None, "plain"])
 values = st.sampled_from([1.0, 1000.0, 1024.0, 1048576.0, 1e15, 1235.0000001, 3000.0])

@@ -1,6 +1,6 @@
 """plan and apply over the wire (DESIGN §3.2, §3.5), through the CLI, against both live targets:
 the sandbox broker and the real Apache Kafka broker. Fault injection is sandbox-only
-(tests/apply_faults_test.py).
+(tests/apply/faults_test.py).
 
 Entity names are unique per test so the shared real broker can run them in any order; each
 test removes what it created.
@@ -11,112 +11,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from kqplan.cluster.connection import config_from_properties
-from kqplan.cluster.kafka import KafkaCluster
-from kqplan.core.cluster import ALL, Alteration, Op
+from kqplan.core.cluster import Alteration, Op
 from kqplan.core.entity import Entity
-from kqplan.core.state import QuotaState
 from tests.cluster.proxy import CountingProxy
-from tests.helpers import REPO, Result, run_cli, write_manifest
-from tests.kafka.broker import KafkaSpec
-from tests.kafka.plugin import real_kafka_for, real_kafka_params
-
-
-@dataclass(frozen=True)
-class Live:
-    name: str
-    bootstrap: str
-    sasl_bootstrap: str
-    users: dict[str, str]
-    kafka: KafkaSpec | None = None  # the real broker's version and mode; None for the sandbox
-
-    @property
-    def zookeeper(self) -> bool:
-        """A ZooKeeper-mode broker: other rules for the same requests (KQP145, kafka-quota-rules.md)."""
-        return self.kafka is not None and self.kafka.zookeeper
-
-    def command_config(self, tmp_path: Path, user: str, password: str | None = None) -> Path:
-        path = tmp_path / f"{user}.properties"
-        path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
-                        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                        f'username="{user}" password="{password or self.users[user]}";\n')
-        return path
-
-    def cluster(self) -> KafkaCluster:
-        return KafkaCluster(config_from_properties(self.client_properties, bootstrap=self.bootstrap,
-                                                   source="(test)", env={}))
-
-    @property
-    def client_properties(self) -> str:
-        """Client settings for this target: a ZooKeeper-mode broker writes one ZooKeeper node per
-        entity in turn, and an alter of 5000 entities takes it longer than the default 30 s
-        request timeout on this machine (a KRaft broker: under 2 s)."""
-        return "request.timeout.ms=180000\n" if self.zookeeper else ""
-
-    def state(self, owned: Callable[[Entity], bool]) -> QuotaState:
-        with self.cluster() as c:
-            return {e: q for e, q in c.describe(ALL).items() if owned(e)}
-
-    def until(self, owned: Callable[[Entity], bool], want: QuotaState, timeout: float = 15.0) -> QuotaState:
-        """The owned part of the cluster, polled until it equals ``want`` (Kafka's lag, §2.8)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            got = self.state(owned)
-            if got == want or time.monotonic() > deadline:
-                return got
-            time.sleep(0.1)
-
-    def remove_all(self, owned: Callable[[Entity], bool]) -> None:
-        with self.cluster() as c:
-            mine = c.describe(ALL)
-            undo = [Alteration(e, tuple(Op(k, None) for k in q)) for e, q in mine.items() if owned(e)]
-            # in slices: a ZooKeeper-mode broker writes each entity before answering, and 5001 in
-            # one request outlast the 30 s request timeout on a busy machine
-            for start in range(0, len(undo), 1000):
-                c.alter(undo[start:start + 1000], validate_only=False)
-
-
-@pytest.fixture(params=["sandbox", *real_kafka_params()])
-def live(request) -> Iterator[Live]:
-    if isinstance(request.param, KafkaSpec):
-        broker = real_kafka_for(request, request.param)
-        yield Live("real_kafka", broker.bootstrap, broker.sasl_bootstrap, dict(broker.users), broker.spec)
-        return
-    from kqplan.sandbox import Listener, Operation, Sandbox, SandboxConfig, SaslUser
-
-    users = {"admin": "admin-pw", "reader": "reader-pw"}
-    config = SandboxConfig(port=0, extra_listeners=(Listener(sasl=True),), users={
-        "admin": SaslUser(users["admin"], super_user=True),
-        "reader": SaslUser(users["reader"], frozenset({Operation.DESCRIBE_CONFIGS}))})
-    with Sandbox.start(config) as sandbox:
-        yield Live("sandbox", sandbox.bootstrap, sandbox.address(1), users)
-
-
-@pytest.fixture
-def prefix(live) -> Iterator[str]:
-    """A unique user-name prefix; everything under it is removed afterwards."""
-    tag = f"kqplan-apply-{uuid.uuid4().hex[:8]}"
-    yield tag
-    live.remove_all(lambda e: (e.get("user") or "").startswith(tag))
-
-
-def mine(prefix: str) -> Callable[[Entity], bool]:
-    return lambda e: (e.get("user") or "").startswith(prefix)
-
-
-def kq(live: Live, *args: str | Path) -> Result:
-    return run_cli(*args, "--bootstrap-server", live.bootstrap)
-
-
-def manifests(tmp_path: Path, prefix: str, body: str) -> Path:
-    return write_manifest(tmp_path / "m" / "quotas.yaml", body.replace("P", prefix))
-
+from tests.helpers import REPO, Live, kq, manifests, mine, run_cli, write_manifest
 
 FIRST = """\
 ownership:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.apply_live_test import Live, kq, live, manifests, prefix  # noqa: F401  (fixtures)
+from tests.helpers import Live, kq, manifests
 
 BODY = """\
 entities:
 """ + "".join(f"  - user: P-{i}\n    quotas: {{producer_byte_rate: {1024 * (i + 1)}}}\n" for i in range(200))
 
 
-def test_verify_reports_its_polls(live: Live, prefix: str, tmp_path: Path) -> None:  # noqa: F811
+def test_verify_reports_its_polls(live: Live, prefix: str, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     done = kq(live, "apply", manifests(tmp_path, prefix, BODY), "--auto-approve", "--report", report)
     assert done.exit_code == 0, done.output

@@ -29,7 +29,7 @@ from kqplan.core.report import Status
 from kqplan.core.state import QuotaState
 from kqplan.render.apply import render_apply
 from tests.cluster.proxy import CountingProxy
-from tests.helpers import Result, run_cli, write_manifest
+from tests.helpers import Result, mine, run_cli, write_manifest
 from tests.kafka.configcommand import ConfigCommandError, Select
 from tests.kafka.plugin import RealKafka
 
@@ -66,10 +66,6 @@ def prefix(real_kafka: RealKafka) -> Iterator[str]:
                 if (e.get("user") or "").startswith(tag)]
         if undo:
             c.alter(undo, validate_only=False)
-
-
-def mine(prefix: str) -> Callable[[Entity], bool]:
-    return lambda e: (e.get("user") or "").startswith(prefix)
 
 
 def counted(real_kafka: RealKafka, *args: str | Path) -> tuple[Result, dict[str, int]]:

@@ -13,8 +13,7 @@ import pytest
 
 from kqplan.core.entity import Entity
 from kqplan.sandbox import Sandbox, SandboxConfig
-from tests.apply_live_test import live, mine  # noqa: F401  (live is a fixture)
-from tests.helpers import run_cli, write_manifest
+from tests.helpers import mine, run_cli, write_manifest
 
 BASE = """\
 entities:
@@ -199,7 +198,7 @@ def test_alter_is_checked_offline_and_shows_before_after(fleet):
     assert missing.stderr.endswith("\nNo client quotas are configured matching {user=nobody}.\n")
 
 
-def test_inventory_and_unmanaged_drift_on_live_targets(live, tmp_path):  # noqa: F811
+def test_inventory_and_unmanaged_drift_on_live_targets(live, tmp_path):
     """The same story on the sandbox and the real broker: --cluster, apply, out-of-band alter."""
     p = f"kqplan-inv-{uuid.uuid4().hex[:8]}"
     write_manifest(tmp_path / "base" / "q.yaml",

@@ -1,4 +1,4 @@
-"""A big manifest read in slices (kqplan/manifest/slices.py) must change nothing but memory: the
+"""A big manifest read in slices (kqplan/manifest/fast/slices.py) must change nothing but memory: the
 same desired state, origins and diagnostics as the whole-file parse, on generated manifests in
 the layouts people write (indented or not, comments and blank lines between items, a key after
 the list), with plain and unusual entries alike. The thresholds are lowered so small files
@@ -21,7 +21,7 @@ from kqplan.manifest.compile import load_desired
 from kqplan.manifest.fast import slices
 from kqplan.manifest.parse import ALIAS_LIMITS
 from kqplan.manifest.shape import plain_entities
-from tests.manifest.fast_compile_test import entries, summary
+from tests.manifest.fast.compile_test import entries, summary
 
 
 def text_of(items: list[dict[str, Any]], *, indent: bool, notes: list[int], tail: bool) -> str:
