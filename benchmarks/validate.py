@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.generate import write_fixture
 from kqplan.config.model import ProjectConfig
 from kqplan.manifest.compile import compile_manifests, load_desired
-from kqplan.manifest.loader import ALIAS_LIMITS, load
+from kqplan.manifest.loader import load
+from kqplan.manifest.parse import ALIAS_LIMITS
 from kqplan.perf import paused_gc
 
 OUT = Path(__file__).resolve().parent / "out"

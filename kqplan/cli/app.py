@@ -42,7 +42,7 @@ def _color() -> bool:
 
 
 def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
-    from kqplan.config.reader import find_config, load_config  # pydantic: only when a command runs
+    from kqplan.config.find import find_config, load_config  # pydantic: only when a command runs
 
     explicit: Path | None = _state["config"]
     if explicit is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.config.locate import config_error
-from kqplan.config.model import CONFIG_NAME, ClusterEntry, ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, did_you_mean
 from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER
 from kqplan.core.errors import KqplanError
@@ -252,18 +252,3 @@ def read_config(path: Path) -> ProjectConfig:
     )
 
 
-def load_config(path: Path) -> ProjectConfig:
-    """Read and validate a ``kqplan.toml``; every problem located (DiagnosticsError)."""
-    from kqplan.config.reader import read_config  # pydantic: only when there is a file to read
-
-    return read_config(path)
-
-
-def find_config(start: Path) -> ProjectConfig:
-    """The nearest ``kqplan.toml`` at or above ``start``, or the defaults."""
-    here = start.resolve()
-    for directory in (here, *here.parents):
-        candidate = directory / CONFIG_NAME
-        if candidate.is_file():
-            return load_config(candidate)
-    return ProjectConfig()

@@ -1,15 +1,19 @@
-"""What a command reads for an inventory cluster: its manifest layers and the Kafka rules it
-declares. Light on purpose: ``validate`` needs these without the cluster-facing modules."""
+"""What a command reads besides manifests: an inventory cluster's manifest layers and the Kafka
+rules it declares, and a principals file. Light on purpose: ``validate`` needs these without the
+cluster-facing modules (and a principals file's reader only when there is one)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kqplan.config.model import ClusterEntry
 from kqplan.core.errors import KqplanError
-from kqplan.core.principals import Principal, parse_principals
 from kqplan.core.versions import ClusterProfile
+
+if TYPE_CHECKING:
+    from kqplan.core.principals import Principal
 
 
 def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None) -> list[Path]:
@@ -31,6 +35,8 @@ def declared_profile(entry: ClusterEntry | None) -> ClusterProfile:
 
 def read_principals(path: Path) -> list[Principal]:
     """Read a principals file (CSV or JSON lines); KqplanError when unreadable or malformed."""
+    from kqplan.core.principals import parse_principals
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kqplan.config.reader import find_config
+from kqplan.config.find import find_config
 from kqplan.core.plan import ClusterRef, diff
 from kqplan.core.state import fingerprint
 from kqplan.manifest.compile import load_desired
