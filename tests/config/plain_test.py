@@ -151,7 +151,7 @@ def test_ordinary_files_take_the_plain_path(raw):
 
 @pytest.mark.parametrize("project", ["payments", "fleet"])
 def test_the_examples_are_read_without_pydantic(project):
-    code = ("import sys; from kqplan.config.reader import load_config; "
+    code = ("import sys; from kqplan.config.find import load_config; "
             f"load_config(__import__('pathlib').Path({str(REPO / 'examples' / project / 'kqplan.toml')!r})); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
