@@ -197,4 +197,3 @@ def _check_complete(group: Sequence[Change], results: Mapping[Entity, EntityResu
         raise KqplanError(f"the broker answered without {len(missing)} of the entities sent "
                           f"(e.g. {missing[0]}); their outcome is unknown",
                           hint="run `kqplan plan` to see the cluster's state")
-

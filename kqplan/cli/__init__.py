@@ -5,7 +5,7 @@ code; this package is its only importer, and imports it lazily inside each comma
 that ``kqplan --help`` and every start-up stay fast. The modules:
 
 - :mod:`~kqplan.cli.app`: the ``typer`` app, its global options and the helpers every command
-  uses (streams, colour, the project config, ``_choice``);
+  uses (the console streams, colour, the project config, ``choice``);
 - :mod:`~kqplan.cli.boundary`: the one error boundary (:func:`~kqplan.cli.boundary.run`);
 - :mod:`~kqplan.cli.options`: the option and argument types several commands share;
 - one module per group of commands, registering them on the app: :mod:`~kqplan.cli.plan`
@@ -13,6 +13,4 @@ that ``kqplan --help`` and every start-up stay fast. The modules:
   :mod:`~kqplan.cli.sandbox`, :mod:`~kqplan.cli.manifests` (schema, fmt, import) and
   :mod:`~kqplan.cli.fleet` (the ``fleet`` sub-app);
 - :mod:`~kqplan.cli.main`: the console entry point, which imports every group module.
-
-Underscore names are private to this package, not to their module.
 """

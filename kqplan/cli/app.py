@@ -26,38 +26,38 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-_state: dict[str, Any] = {"debug": False, "config": None, "no_color": False, "no_input": False}
+global_options: dict[str, Any] = {"debug": False, "config": None, "no_color": False, "no_input": False}
 
 
-def _streams() -> Streams:
+def console_streams() -> Streams:
     interactive = (sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
-                   and not _state["no_input"])
+                   and not global_options["no_input"])
     return Streams(sys.stdout, sys.stderr, interactive)
 
 
-def _color() -> bool:
+def use_color() -> bool:
     """Colour on a terminal, unless NO_COLOR (https://no-color.org) or --no-color says no."""
-    return (sys.stdout.isatty() and not _state["no_color"] and not os.environ.get("NO_COLOR")
+    return (sys.stdout.isatty() and not global_options["no_color"] and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM") != "dumb")
 
 
-def _config(paths: Sequence[Path] = ()) -> ProjectConfig:
+def project_config(paths: Sequence[Path] = ()) -> ProjectConfig:
     from kqplan.config.find import find_config, load_config  # pydantic: only when a command runs
 
-    explicit: Path | None = _state["config"]
+    explicit: Path | None = global_options["config"]
     if explicit is not None:
         return load_config(explicit)
     start = paths[0] if paths else Path.cwd()
     return find_config(start if start.is_dir() else start.parent)
 
 
-def _use_config(config: Path | None) -> None:
+def use_config(config: Path | None) -> None:
     """A command's own ``--config`` (same as the global one, given after the command name)."""
     if config is not None:
-        _state["config"] = config
+        global_options["config"] = config
 
 
-def _cluster(name: str | None, config: ProjectConfig) -> ClusterEntry | None:
+def cluster_entry(name: str | None, config: ProjectConfig) -> ClusterEntry | None:
     return config.cluster(name) if name is not None else None
 
 
@@ -83,13 +83,13 @@ def _global(
         "--version", "-V", help="Print the version and exit.", is_eager=True,
         callback=_version)] = False,
 ) -> None:
-    _state["config"] = config
-    _state["debug"] = debug
-    _state["no_color"] = no_color
-    _state["no_input"] = no_input
+    global_options["config"] = config
+    global_options["debug"] = debug
+    global_options["no_color"] = no_color
+    global_options["no_input"] = no_input
 
 
-def _choice(enum: Any, value: str, option: str) -> Any:
+def choice(enum: Any, value: str, option: str) -> Any:
     try:
         return enum(value)
     except ValueError:

@@ -7,7 +7,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from kqplan.cli.app import _state
+from kqplan.cli.app import global_options
 from kqplan.core.errors import ExitCode, KqplanError
 
 
@@ -29,14 +29,14 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
             sys.stderr.write(str(exc) + "\n")
         else:
             sys.stderr.write(f"Error: {exc}\n")
-        if _state["debug"]:
+        if global_options["debug"]:
             traceback.print_exc()
         return ExitCode.ERROR
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         return ExitCode.INTERRUPTED
     except Exception as exc:  # a bug: say so, without a traceback unless asked
-        if _state["debug"]:
+        if global_options["debug"]:
             traceback.print_exc()
         else:
             sys.stderr.write(f"kqplan: internal error: {type(exc).__name__}: {exc}\n"

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kqplan.cli.app import _choice, _cluster, _config, _streams, _use_config, app
+from kqplan.cli.app import app, choice, cluster_entry, console_streams, project_config, use_config
 from kqplan.cli.boundary import run
 from kqplan.cli.options import (
     BootstrapOpt,
@@ -18,7 +18,7 @@ from kqplan.cli.options import (
     NamesOpt,
     SandboxOpt,
     StateOpt,
-    _target,
+    target_of,
 )
 
 
@@ -45,13 +45,13 @@ def export(
     from kqplan.commands.export import ExportFormat, export_command
     from kqplan.manifest.export import SplitBy
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
-        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
-            _cluster(cluster, _config()))
-        return export_command(target, out=out, split_by=_choice(SplitBy, split_by, "--split-by"),
-                              fmt=_choice(ExportFormat, fmt, "--format"), streams=_streams(),
+        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(
+            cluster_entry(cluster, project_config()))
+        return export_command(target, out=out, split_by=choice(SplitBy, split_by, "--split-by"),
+                              fmt=choice(ExportFormat, fmt, "--format"), streams=console_streams(),
                               force=force, adopt=not no_ownership)
 
     return run(body)
@@ -78,16 +78,16 @@ def describe(
     from kqplan.commands.describe import DescribeFormat, describe_command
     from kqplan.core.selectors import filter_from_flags
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
-        project = _config()
+        project = project_config()
         flt = filter_from_flags(names, defaults, any_types, strict=strict,
                                 custom=project.custom_entity_types)
-        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
-            _cluster(cluster, project))
-        return describe_command(target, flt, fmt=_choice(DescribeFormat, fmt, "--format"),
-                                streams=_streams())
+        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(
+            cluster_entry(cluster, project))
+        return describe_command(target, flt, fmt=choice(DescribeFormat, fmt, "--format"),
+                                streams=console_streams())
 
     return run(body, json_errors=fmt == "json")
 
@@ -116,16 +116,16 @@ def alter(
     from kqplan.commands.describe import AlterFormat, alter_command, parse_ops
     from kqplan.core.selectors import entity_from_flags
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
-        project = _config()
+        project = project_config()
         entity = entity_from_flags(names, defaults, custom=project.custom_entity_types)
-        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(
-            _cluster(cluster, project))
+        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(
+            cluster_entry(cluster, project))
         return alter_command(target, entity, parse_ops(add, delete), validate_only=validate_only,
-                             streams=_streams(), config=project,
-                             fmt=_choice(AlterFormat, fmt, "--format"))
+                             streams=console_streams(), config=project,
+                             fmt=choice(AlterFormat, fmt, "--format"))
 
     return run(body, json_errors=fmt == "json")
 
@@ -151,16 +151,16 @@ def resolve(
     """Which quota a connection really gets, per key, and from which entity (KIP-546 resolve)."""
     from kqplan.commands.resolve import ResolveFormat, principal_of, resolve_command
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
         paths = desired or []
-        project = _config(paths)
+        project = project_config(paths)
         principal = principal_of(names, custom=project.custom_entity_types)
-        target = _target(state, bootstrap_server, command_config, sandbox)
+        target = target_of(state, bootstrap_server, command_config, sandbox)
         if not paths:
-            target = target.or_cluster(_cluster(cluster, project))
+            target = target.or_cluster(cluster_entry(cluster, project))
         return resolve_command(principal, target, paths, project, show_overridden=show_overridden,
-                               fmt=_choice(ResolveFormat, fmt, "--format"), streams=_streams())
+                               fmt=choice(ResolveFormat, fmt, "--format"), streams=console_streams())
 
     return run(body, json_errors=fmt == "json")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kqplan.cli.app import _choice, _config, _streams, _use_config, app
+from kqplan.cli.app import app, choice, console_streams, project_config, use_config
 from kqplan.cli.boundary import run
 from kqplan.cli.options import ConfigOpt
 
@@ -35,8 +35,8 @@ def fleet_snapshot(
     """One describe per cluster, written as snapshots; exit 1 if any cluster failed."""
     from kqplan.commands.fleet import snapshot_command
 
-    _use_config(config)
-    return run(lambda: snapshot_command(_config(), cluster or [], out=out, streams=_streams()))
+    use_config(config)
+    return run(lambda: snapshot_command(project_config(), cluster or [], out=out, streams=console_streams()))
 
 
 @fleet_app.command("impact")
@@ -58,11 +58,11 @@ def fleet_impact(
     """Which observed clients each cluster's plan would throttle, and which quotas nobody hits."""
     from kqplan.commands.fleet import Engine, FleetFormat, impact_command
 
-    _use_config(config)
+    use_config(config)
     return run(lambda: impact_command(
-        _config(), cluster or [], usage=usage, stat=stat, engine=_choice(Engine, engine, "--engine"),
-        out=out, fmt=_choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
-        streams=_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        project_config(), cluster or [], usage=usage, stat=stat, engine=choice(Engine, engine, "--engine"),
+        out=out, fmt=choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
+        streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote),
         json_errors=fmt == "json")
 
 
@@ -82,11 +82,11 @@ def fleet_plan(
     """Every cluster's plan with kqplan plan's semantics: a summary and the changed keys as a table."""
     from kqplan.commands.fleet import Engine, FleetFormat, plan_command
 
-    _use_config(config)
+    use_config(config)
     return run(lambda: plan_command(
-        _config(), cluster or [], engine=_choice(Engine, engine, "--engine"), out=out,
-        fmt=_choice(FleetFormat, fmt, "--format"), detailed_exitcode=detailed_exitcode,
-        streams=_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        project_config(), cluster or [], engine=choice(Engine, engine, "--engine"), out=out,
+        fmt=choice(FleetFormat, fmt, "--format"), detailed_exitcode=detailed_exitcode,
+        streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote),
         json_errors=fmt == "json")
 
 
@@ -116,9 +116,9 @@ def fleet_rightsize(
     """Proposed quotas from observed usage (statistic x headroom, rounded up), as manifests per cluster."""
     from kqplan.commands.fleet import Engine, FleetFormat, rightsize_command
 
-    _use_config(config)
+    use_config(config)
     return run(lambda: rightsize_command(
-        _config(), cluster or [], usage=usage, stat=stat, headroom=headroom, tolerance=tolerance,
-        mins=minimum or [], labels=label or [], engine=_choice(Engine, engine, "--engine"), out=out,
-        fmt=_choice(FleetFormat, fmt, "--format"), streams=_streams(), spark_master=spark_master,
+        project_config(), cluster or [], usage=usage, stat=stat, headroom=headroom, tolerance=tolerance,
+        mins=minimum or [], labels=label or [], engine=choice(Engine, engine, "--engine"), out=out,
+        fmt=choice(FleetFormat, fmt, "--format"), streams=console_streams(), spark_master=spark_master,
         spark_remote=spark_remote), json_errors=fmt == "json")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kqplan.cli.app import _choice, _cluster, _config, _streams, _use_config, app
+from kqplan.cli.app import app, choice, cluster_entry, console_streams, project_config, use_config
 from kqplan.cli.boundary import run
 from kqplan.cli.options import (
     BootstrapOpt,
@@ -20,7 +20,7 @@ from kqplan.cli.options import (
     PathsArg,
     SandboxOpt,
     StateOpt,
-    _target,
+    target_of,
 )
 from kqplan.core.errors import ExitCode, KqplanError
 
@@ -68,8 +68,9 @@ def fmt(
     """Rewrite manifests in canonical form (key order, units, quoting), keeping comments."""
     from kqplan.commands.fmt import fmt_command
 
-    _use_config(config)
-    return run(lambda: fmt_command(paths, _config(paths), check=check, diff=diff, streams=_streams()))
+    use_config(config)
+    return run(lambda: fmt_command(paths, project_config(paths), check=check, diff=diff,
+                                   streams=console_streams()))
 
 
 @app.command(name="import")
@@ -94,16 +95,16 @@ def import_(
     from kqplan.core.selectors import entity_from_flags
     from kqplan.manifest.export import SplitBy
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
-        project = _config([directory])
+        project = project_config([directory])
         wanted = [entity_from_flags(names, defaults, custom=project.custom_entity_types)] \
             if names or defaults else []
-        entry = _cluster(cluster, project)
-        target = _target(state, bootstrap_server, command_config, sandbox).or_cluster(entry)
+        entry = cluster_entry(cluster, project)
+        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(entry)
         return import_command(directory, wanted, target, project, all_unmanaged=all_unmanaged,
-                              split_by=_choice(SplitBy, split_by, "--split-by"), streams=_streams(),
+                              split_by=choice(SplitBy, split_by, "--split-by"), streams=console_streams(),
                               layers=entry.manifests if entry is not None else ())
 
     return run(body)

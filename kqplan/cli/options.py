@@ -45,7 +45,7 @@ DefaultsOpt = Annotated[str | None, typer.Option(
         metavar="TYPE,...")]
 
 
-def _target(state: Path | None, bootstrap: str | None, command_config: Path | None,
+def target_of(state: Path | None, bootstrap: str | None, command_config: Path | None,
             sandbox: str | None) -> Target:
     from kqplan.pipeline.target import Target
 

@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from kqplan.cli.app import _choice, _cluster, _color, _config, _state, _streams, _use_config, app
+from kqplan.cli.app import (
+    app,
+    choice,
+    cluster_entry,
+    console_streams,
+    global_options,
+    project_config,
+    use_color,
+    use_config,
+)
 from kqplan.cli.boundary import run
 from kqplan.cli.options import (
     BootstrapOpt,
@@ -18,7 +27,7 @@ from kqplan.cli.options import (
     OptionalPathsArg,
     SandboxOpt,
     StateOpt,
-    _target,
+    target_of,
 )
 
 
@@ -38,15 +47,15 @@ def validate(
     from kqplan.commands.validate import validate as command
     from kqplan.pipeline.inputs import declared_profile, manifest_paths
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
         given = paths or []
-        project = _config(given)
-        entry = _cluster(cluster, project)
+        project = project_config(given)
+        entry = cluster_entry(cluster, project)
         return command(manifest_paths(given, entry), project,
-                       fmt=_choice(DiagnosticFormat, fmt, "--format"), strict=strict, streams=_streams(),
-                       related=related, profile=declared_profile(entry))
+                       fmt=choice(DiagnosticFormat, fmt, "--format"), strict=strict,
+                       streams=console_streams(), related=related, profile=declared_profile(entry))
 
     return run(body, json_errors=fmt == "json")
 
@@ -84,19 +93,19 @@ def plan(
     from kqplan.pipeline.guarded import Guardrails
     from kqplan.render.formats import Format
 
-    _use_config(config)
+    use_config(config)
     github = fmt == "github"
 
     def body() -> int:
         given = paths or []
-        project = _config(given)
+        project = project_config(given)
         return command(
-            given, _target(state, bootstrap_server, command_config, sandbox), project,
-            fmt=Format.MARKDOWN if github else _choice(Format, fmt, "--format"), out=out,
-            detailed_exitcode=detailed_exitcode, streams=_streams(), principals=principals,
-            cluster=_cluster(cluster, project),
-            guardrails=Guardrails(allow_mass_delete, fail_on_unmanaged), color=_color(),
-            config_flag=_state["config"], github=github, markdown_limit=markdown_limit)
+            given, target_of(state, bootstrap_server, command_config, sandbox), project,
+            fmt=Format.MARKDOWN if github else choice(Format, fmt, "--format"), out=out,
+            detailed_exitcode=detailed_exitcode, streams=console_streams(), principals=principals,
+            cluster=cluster_entry(cluster, project),
+            guardrails=Guardrails(allow_mass_delete, fail_on_unmanaged), color=use_color(),
+            config_flag=global_options["config"], github=github, markdown_limit=markdown_limit)
 
     return run(body, json_errors=fmt == "json")
 
@@ -135,15 +144,15 @@ def apply(
     from kqplan.commands.apply import apply_command
     from kqplan.pipeline.guarded import Guardrails
 
-    _use_config(config)
+    use_config(config)
 
     def body() -> int:
         manifest_paths = paths or []
-        project = _config(manifest_paths)
+        project = project_config(manifest_paths)
         return apply_command(
-            manifest_paths, plan_file, _target(state, bootstrap_server, command_config, sandbox),
-            project, auto_approve=auto_approve, report=report, streams=_streams(),
-            cluster_entry=_cluster(cluster, project), guardrails=Guardrails(allow_mass_delete),
-            color=_color(), as_json=_choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON)
+            manifest_paths, plan_file, target_of(state, bootstrap_server, command_config, sandbox),
+            project, auto_approve=auto_approve, report=report, streams=console_streams(),
+            cluster_entry=cluster_entry(cluster, project), guardrails=Guardrails(allow_mass_delete),
+            color=use_color(), as_json=choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON)
 
     return run(body, json_errors=fmt == "json")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kqplan.cli.app import _streams, app
+from kqplan.cli.app import app, console_streams
 from kqplan.cli.boundary import run
 
 
@@ -58,5 +58,5 @@ def sandbox(
 
     return run(lambda: sandbox_command(
         host=host, port=port, state=state, seed=seed, cluster_id=cluster_id, request_log=request_log,
-        sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=_streams(),
+        sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=console_streams(),
         flavor=Flavor(flavor.value)))

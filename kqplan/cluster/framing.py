@@ -12,6 +12,7 @@ from kafka.protocol.api_header import ResponseClassRegistry
 
 # -- responses kept as bytes ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class RawResponse:
     """A response body as received (after its header), with the version it was sent at."""

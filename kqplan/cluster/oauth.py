@@ -17,6 +17,7 @@ from kqplan.core.errors import KqplanError
 
 # -- OAUTHBEARER ---------------------------------------------------------------------------------
 
+
 class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-python is untyped
     """Tokens for SASL/OAUTHBEARER: OIDC client credentials, a token file, or unsigned."""
 

@@ -1,5 +1,5 @@
-"""One connection to a Kafka cluster, over kafka-python: with :mod:`kqplan.cluster.framing`, the
-only module that touches its semi-private networking surface.
+"""One connection to a Kafka cluster, over kafka-python: with its helpers named below, the only
+code that touches kafka-python's semi-private networking surface.
 
 kafka-python (3.0.x) has no client-quota API and no public "send this request" call, so this
 adapter drives its connection layer directly: ``NetworkSelector`` (the event loop, run on the

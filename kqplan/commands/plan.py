@@ -28,7 +28,7 @@ from kqplan.pipeline.guarded import (
     load_checked,
     unmanaged_problem,
 )
-from kqplan.pipeline.inputs import declared_profile, manifest_paths
+from kqplan.pipeline.inputs import declared_profile, manifest_paths, read_principals
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.planfile.codec import dumps_plan
 from kqplan.render.formats import RENDERERS, Format
@@ -100,8 +100,6 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         check_versions(desired, declared_profile(cluster))  # offline: before anything is judged online
         who = None
         if principals is not None:
-            from kqplan.pipeline.inputs import read_principals
-
             who = read_principals(principals)
         live = ahead if ahead is not None else stack.enter_context(open_cluster(target))
         with streams.progress() as progress:

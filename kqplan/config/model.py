@@ -97,5 +97,3 @@ class ProjectConfig:
                 f"clusters: {', '.join(sorted(self.clusters))}" if self.clusters else
                 f"add a [clusters.{name}] table to {CONFIG_NAME}, or pass --config FILE")
         raise KqplanError(f"no cluster '{name}' {where}", hint=hint)
-
-

@@ -250,5 +250,3 @@ def read_config(path: Path) -> ProjectConfig:
         max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
         source=path,
     )
-
-

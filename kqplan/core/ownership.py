@@ -76,4 +76,3 @@ class Ownership:
 
     def watches(self, entity: Entity) -> bool:
         return any(p.matches(entity) for p in self.watch)
-

@@ -27,6 +27,33 @@ MISSING_LABEL = "KQP154"
 MASS_DELETE = "KQP155"
 PROTECTED = "KQP156"
 
+DEFAULT_MAX_DELETE = 10
+DEFAULT_MAX_DELETE_PERCENT = 25.0
+
+
+@dataclass(frozen=True, slots=True)
+class KeyBounds:
+    key: str
+    min: float | None
+    max: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Guardrails from ``[policy]``; the defaults brake mass deletion and require nothing else."""
+
+    max_delete: int = DEFAULT_MAX_DELETE
+    max_delete_percent: float = DEFAULT_MAX_DELETE_PERCENT
+    required_keys: tuple[str, ...] = ()
+    """Keys every ``{user=…}`` entity (any user entity, client-id or not) must set."""
+    required_defaults: tuple[tuple[str, ...], ...] = ()
+    """Default entities that must be listed, as type tuples: ``("user",)`` is ``{user=<default>}``."""
+    required_labels: tuple[str, ...] = ()
+    key_bounds: tuple[KeyBounds, ...] = ()
+    allow_unmanaged: bool = True
+    """False: a plan fails while cluster entities are outside every manifest and scope."""
+    source: Path | None = None
+
 
 def _rule(policy: Policy, name: str) -> str:
     where = f" in {policy.source}" if policy.source is not None else ""
@@ -116,33 +143,3 @@ def deletion_problem(plan: Plan, policy: Policy, protected: Collection[Entity], 
                        f" [{MASS_DELETE}]",
                        hint="review the deletions; pass --allow-mass-delete if they are meant, or raise "
                        "max-delete / max-delete-percent under [policy]")
-
-
-DEFAULT_MAX_DELETE = 10
-
-
-DEFAULT_MAX_DELETE_PERCENT = 25.0
-
-
-@dataclass(frozen=True, slots=True)
-class KeyBounds:
-    key: str
-    min: float | None
-    max: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """Guardrails from ``[policy]``; the defaults brake mass deletion and require nothing else."""
-
-    max_delete: int = DEFAULT_MAX_DELETE
-    max_delete_percent: float = DEFAULT_MAX_DELETE_PERCENT
-    required_keys: tuple[str, ...] = ()
-    """Keys every ``{user=…}`` entity (any user entity, client-id or not) must set."""
-    required_defaults: tuple[tuple[str, ...], ...] = ()
-    """Default entities that must be listed, as type tuples: ``("user",)`` is ``{user=<default>}``."""
-    required_labels: tuple[str, ...] = ()
-    key_bounds: tuple[KeyBounds, ...] = ()
-    allow_unmanaged: bool = True
-    """False: a plan fails while cluster entities are outside every manifest and scope."""
-    source: Path | None = None

@@ -1,4 +1,5 @@
-"""Principals files for ``plan --principals``: the (user, client-id) pairs that connect.
+"""The principals of ``plan --principals``, parsed from a file's text (the file is read by
+:func:`kqplan.pipeline.inputs.read_principals`): the (user, client-id) pairs that connect.
 
 Two forms, told apart by the first non-blank character: CSV (``user,client-id`` header
 optional) or JSON lines (``{"user": "alice", "client-id": "app"}``). Names are the ones
@@ -112,5 +113,3 @@ def parse_principals(text: str, *, source: str) -> list[Principal]:
         raise KqplanError(f"{source}: no principals found",
                           hint="write one `user,client-id` pair per line")
     return found
-
-

@@ -1,9 +1,5 @@
-"""Quota state (entity → key → value) and its snapshot file (DESIGN §3.4).
-
-A snapshot is ``{"format_version": 1, "cluster_id": "…", "entities": [{"entity": {...},
-"quotas": {...}}]}``; ``null`` names are default entities. NaN and ±Infinity, which Kafka
-can hold for DOUBLE keys, are written as the JSON extensions ``NaN``/``Infinity``.
-"""
+"""Quota state (entity → key → value) and its fingerprint; its file form is
+:mod:`kqplan.snapshot.codec`'s."""
 
 from __future__ import annotations
 

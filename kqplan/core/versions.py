@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kqplan.core.desired import DesiredState
-from kqplan.core.diagnostics import Diagnostic
+from kqplan.core.diagnostics import Diagnostic, Pending, locate
 from kqplan.core.entity import IP, Entity
 from kqplan.core.quotas import QUOTA_KEYS, ValueType
 
@@ -119,8 +119,6 @@ def problems(state: Mapping[Entity, Mapping[str, float]], profile: ClusterProfil
 
 def diagnostics(desired: DesiredState, profile: ClusterProfile) -> list[Diagnostic]:
     """:func:`problems` as located errors at the manifest entries (KQP145)."""
-    from kqplan.core.diagnostics import Pending, locate
-
     out: list[Diagnostic] = []
     for problem in problems(desired.quotas, profile):
         origin = desired.origins.get(problem.entity)

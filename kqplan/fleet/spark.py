@@ -302,6 +302,7 @@ def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
     levels = _frame(
         spark, [(lv.rank, lv.user.value, lv.client_id.value, lv.empty_client_id) for lv in CLIENT_LEVELS],
         "rank int, u_match string, c_match string, empty_ok boolean")
+
     def slot(match: Any, name: Any) -> Any:
         return (F.when(match == Match.NAME.value, F.concat(F.lit("N:"), name))
                 .when(match == Match.DEFAULT.value, F.lit("D")).otherwise(F.lit("A")))

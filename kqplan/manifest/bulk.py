@@ -17,6 +17,10 @@ from kqplan.manifest.compiling import Compiling
 from kqplan.manifest.fast.plain import PlainEntries
 from kqplan.manifest.source import SourceFile
 
+_SHARED_LIMIT = 4096  # distinct quota sets kept for sharing: a manifest of unique values pays little
+_ORIGIN_NEW = functools.partial(tuple.__new__, Origin)
+_CLIENT_KEY_NAMES = {key: key for key in CLIENT_KEYS}
+
 
 class BulkPath(Compiling):
     """The bulk path's part of the compiler."""
@@ -144,18 +148,9 @@ class BulkPath(Compiling):
         return quotas
 
 
-_SHARED_LIMIT = 4096  # distinct quota sets kept for sharing: a manifest of unique values pays little
-
-
-_ORIGIN_NEW = functools.partial(tuple.__new__, Origin)
-
-
 def _name(text: str | None) -> Name:
     """A name as read from a plain list (:mod:`kqplan.manifest.fast.plain`): ``<default>`` is None."""
     return None if text == DEFAULT_NAME else text
 
 
 _ABSENT: Any = object()
-
-
-_CLIENT_KEY_NAMES = {key: key for key in CLIENT_KEYS}

@@ -1,4 +1,15 @@
-"""TODO docstring."""
+"""Validated manifests → desired state, ownership and cluster guard, applying Kafka's rules.
+
+Every check that Kafka's controller makes on an alter is made here first, with the same
+rule (``kqplan.core.quotas``), so ``kqplan validate`` passing means the broker will accept it.
+Offline checks are stricter in three places: NaN and infinity are refused (Kafka stores
+them, but they are never what a manifest means), an ip that looks numeric must be a real
+address, and an entity with no quotas is refused (list it nowhere, or prune it).
+
+:func:`load_desired` is the entry point: files are loaded as they compile (a lazy stream,
+:func:`kqplan.manifest.loader.iter_load`), any file may use any file's profile, and the
+``[policy]`` rules run on a state without errors.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +20,7 @@ from pathlib import Path
 from kqplan.config.model import ProjectConfig
 from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import Diagnostic, sort_key
+from kqplan.core.policy import policy_diagnostics
 from kqplan.manifest.compiler import Compiler
 from kqplan.manifest.compiling import Mark
 from kqplan.manifest.fast.slices import SlicedEntries, Unsliceable
@@ -131,8 +143,6 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
     state.files += len(diagnostics and {d.span.path for d in diagnostics})
     state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
     if not state.errors:
-        from kqplan.core.policy import policy_diagnostics
-
         state.diagnostics = sorted([*state.diagnostics, *policy_diagnostics(state, config.policy)],
                                    key=sort_key)
     return state

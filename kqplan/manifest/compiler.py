@@ -1,10 +1,7 @@
-"""Validated manifests → desired state, ownership and cluster guard, applying Kafka's rules.
-
-Every check that Kafka's controller makes on an alter is made here first, with the same
-rule (``kqplan.core.quotas``), so ``kqplan validate`` passing means the broker will accept it.
-Offline checks are stricter in three places: NaN and infinity are refused (Kafka stores
-them, but they are never what a manifest means), an ip that looks numeric must be a real
-address, and an entity with no quotas is refused (list it nowhere, or prune it).
+"""The compiler: each file's profiles, cluster guard, ownership scopes and entity entries (new,
+repeated, or overriding an earlier layer's) added to the desired state, every problem reported
+where it is; its parts check values (:mod:`kqplan.manifest.values`), single entries
+(:mod:`kqplan.manifest.entries`) and take plain entries in bulk (:mod:`kqplan.manifest.bulk`).
 """
 
 from __future__ import annotations
@@ -318,5 +315,3 @@ def _metadata(raw: Any) -> Metadata | None:
     description = raw.get("description")
     return Metadata.of({str(k): str(v) for k, v in labels.items()},
                        description if isinstance(description, str) else None)
-
-

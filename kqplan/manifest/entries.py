@@ -14,6 +14,11 @@ from kqplan.core.quotas import QUOTA_KEYS, entity_error, keys_for
 from kqplan.manifest.compiling import Compiling
 from kqplan.manifest.source import SourceFile
 
+ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "metadata", "quotas")
+
+
+ENTRY_FIELD_SET = frozenset(ENTRY_FIELDS)
+
 
 class EntryChecks(Compiling):
     """The entry checks' part of the compiler."""
@@ -111,12 +116,6 @@ class EntryChecks(Compiling):
             hint += " (declare custom keys under [custom] keys in kqplan.toml)"
         self.report(source, Pending("KQP110", f"unknown quota key '{key}'", loc, at_key=True,
                                     hint=hint))
-
-
-ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "metadata", "quotas")
-
-
-ENTRY_FIELD_SET = frozenset(ENTRY_FIELDS)
 
 
 def kind_name(entity: Entity) -> str:

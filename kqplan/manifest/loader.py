@@ -1,11 +1,14 @@
 """Manifest files → validated models, fast; exact positions only when something is wrong.
 
-The fast path parses with ``yaml_rs`` (Rust, YAML 1.2, ~30× faster than pyyaml's C loader
-on a 100k-entity file) and checks the usual shapes by hand (pydantic's models take every other
-document and locate its errors); files of 4 MiB or more are read in slices
-(:mod:`kqplan.manifest.fast.slices`). Neither parser gives positions for data, so a
-:class:`Locator` re-reads a file with pyyaml's composer (nodes carry line/column marks) the
-first time a diagnostic in that file needs a location. Valid files never pay for it.
+The loader finds the files (:func:`discover`), reads each with bounds
+(:func:`kqplan.manifest.parse.read_text`), gives the usual file to the fast readers
+(:mod:`kqplan.manifest.fast`: a plain list read from its text, a file of 4 MiB or more in
+slices) and parses every other one with ``yaml_rs`` (Rust, YAML 1.2, ~30× faster than pyyaml's C
+loader on a 100k-entity file), a batch of files at a time by two threads (:func:`parse_ahead`),
+then checks its shape (:mod:`kqplan.manifest.shape`: by hand, or by the pydantic models, which
+locate every error). Neither parser gives positions for data: a source file
+(:mod:`kqplan.manifest.source`) re-reads itself with pyyaml's composer the first time a
+diagnostic in it needs a location, so valid files never pay for it.
 """
 
 from __future__ import annotations

@@ -20,8 +20,6 @@ ALIAS_LIMITS = yaml_rs.AliasLimits(max_total_replayed_events=100_000)
 # YAML 1.2's printable set (§5.1): TAB, LF, CR, NEL, and everything from space up but DEL, the
 # C1 controls, surrogates and U+FFFE/U+FFFF. Anything else cuts a file short in some parsers.
 _ASCII_ALLOWED = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x7F)])
-
-
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -70,8 +68,6 @@ and 30 000 nested ``[`` crashed the process (a C stack overflow in pyyaml's comp
 _QUOTED_OR_COMMENT = re.compile(r"""'[^']*'|"(?:[^"\\]|\\.)*"|(?<![^ \t\n])#[^\n]*""")
 """Quoted scalars and comments (a ``#`` first on its line or after a blank), whose brackets are
 not YAML's; each starts with a literal, so a scan for them alone runs in C."""
-
-
 _FLOW = re.compile(r"[\[\]{}]|" + _QUOTED_OR_COMMENT.pattern)
 
 
@@ -104,8 +100,6 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> int | None:
 
 
 _BRACKETS = bytes.maketrans(b"[{]}", b"(())")
-
-
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[{]}"))
 
 

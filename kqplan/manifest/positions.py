@@ -2,7 +2,8 @@
 
 pyyaml's composer keeps a line/column mark on every node; :class:`Locator` walks a data path
 (``('entities', 3, 'quotas')``) down that node tree. Importing pyyaml and composing a file
-costs time, so the loader imports this module only when it must report a position.
+costs time, so a source file (:mod:`kqplan.manifest.source`) and the parser
+(:mod:`kqplan.manifest.parse`) import this module only when they must report a position.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class Locator:
 
 
 FAST_LOCATE_BYTES = 1 << 20
+
+
 def fast_span(path: str, text: str, loc: Loc, *, at_key: bool = False) -> Span | None:
     """The place of ``('entities', i, key, ...)`` in a block-style entity list, by scanning lines;
     None when the file is laid out otherwise (the caller composes it then)."""

@@ -112,8 +112,6 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
 
 
 _NAME_FIELDS = ("user", "client-id", "ip", "profile")
-
-
 _QUOTA_VALUE_TYPES = (int, float, str, type(None))  # exactly these: StrictInt refuses a bool
 
 
@@ -151,11 +149,7 @@ def plain_entities(entries: Any) -> bool:
 
 
 _NO_QUOTAS: dict[str, Any] = {}
-
-
 _COMMON_FIELDS = frozenset({*_NAME_FIELDS, "quotas"})
-
-
 _USUAL_FIELDS = frozenset({"user", "client-id", "quotas"})
 
 

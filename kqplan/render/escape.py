@@ -28,4 +28,10 @@ def markdown_text(text: str) -> str:
 
 
 def github_data(text: str) -> str:
+    """The message of a workflow command (after ``::``): ``%``, CR and LF encoded."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_property(text: str) -> str:
+    """A value inside a workflow command's properties (``file=…,title=…``): also ``:`` and ``,``."""
+    return github_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -10,17 +10,10 @@ from kqplan.core.diagnostics import Diagnostic
 from kqplan.core.plan import Plan
 from kqplan.core.units import format_number
 from kqplan.render.diagnostics import render_github
+from kqplan.render.escape import github_data, github_property
 from kqplan.render.text import summary_line
 
 _ORIGIN = re.compile(r"^(?P<file>.+?)(?::(?P<line>\d+):(?P<col>\d+))?(?: \(overrides .*\))?$")
-
-
-def _escape(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _prop(text: str) -> str:
-    return _escape(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def render_plan_github(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> str:
@@ -32,18 +25,18 @@ def render_plan_github(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> str:
         where = ""
         found = _ORIGIN.match(change.origin or "")
         if found:
-            where = f",file={_prop(found['file'])}"
+            where = f",file={github_property(found['file'])}"
             if found["line"]:
                 where += f",line={found['line']},col={found['col']}"
         level = "warning" if change.action.value == "delete" else "notice"
-        lines.append(f"::{level} title=kqplan {_prop(change.action.value)}{where}::"
-                     f"{_escape(change.action.marker + ' ' + change.display + ': ' + ops)}")
+        lines.append(f"::{level} title=kqplan {github_property(change.action.value)}{where}::"
+                     f"{github_data(change.action.marker + ' ' + change.display + ': ' + ops)}")
     if warnings:
         lines.append(render_github(warnings))
     for note in plan.notes:
-        lines.append(f"::notice title=kqplan note::{_escape(note)}")
+        lines.append(f"::notice title=kqplan note::{github_data(note)}")
     if plan.unmanaged:
         lines.append(f"::warning title=kqplan unmanaged::{len(plan.unmanaged)} entities on the cluster are "
                      "not managed by these manifests")
-    lines.append(f"::notice title=kqplan plan::{_escape(summary_line(plan.summary))}")
+    lines.append(f"::notice title=kqplan plan::{github_data(summary_line(plan.summary))}")
     return "\n".join(lines) + "\n"

@@ -4,11 +4,14 @@ blast radius, kept under GitHub's comment size limit."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from kqplan.core.impact import Impact
 from kqplan.core.plan import Action, Change, Plan
 from kqplan.render.escape import markdown_code, markdown_text
 from kqplan.render.text import NO_CHANGES, key_rows, plural, show_value, summary_line, target_of
+
+if TYPE_CHECKING:
+    from kqplan.core.impact import Impact
 
 MAX_COMMENT_CHARS = 60_000
 """GitHub refuses comments over 65 536 characters; the rest of the budget is headroom."""

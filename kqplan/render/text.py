@@ -119,5 +119,3 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
 
 
 # -- apply reports ------------------------------------------------------------------------------
-
-

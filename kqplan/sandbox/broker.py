@@ -26,12 +26,10 @@ from kqplan.core.state import QuotaState
 from kqplan.files import write_atomically
 from kqplan.sandbox import apis, flavors, scram
 from kqplan.sandbox.config import (
-    DEFAULT_CLUSTER_ID,
     Listener,
     Operation,
     RequestRecord,
     SandboxConfig,
-    SaslUser,
 )
 from kqplan.sandbox.connection import Close, Connection
 from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
@@ -401,5 +399,3 @@ def _entity(entry: AlterEntry) -> Entity | None:
         return None  # a malformed entity: the engine reports it
 
 # the configuration values moved to ``config``; named here too for callers that import them from here
-__all__ = ["DEFAULT_CLUSTER_ID", "Listener", "Operation", "RequestRecord", "Sandbox", "SandboxConfig",
-           "SaslUser"]

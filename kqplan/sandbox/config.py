@@ -106,4 +106,3 @@ class RequestRecord:
         return {"api_key": self.api_key, "api_name": self.api_name, "api_version": self.api_version,
                 "client_id": self.client_id, "connection": self.connection, "entries": self.entries,
                 "error_codes": sorted(set(self.error_codes)), "validate_only": self.validate_only}
-

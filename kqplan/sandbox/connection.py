@@ -22,4 +22,3 @@ class Connection:
     mechanism: str | None = None
     raw_sasl: bool = False  # SaslHandshake v0: the next frames are bare SASL tokens
     scram: scram.ScramServer | None = None  # the SCRAM exchange under way, if that mechanism
-
