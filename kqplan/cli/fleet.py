@@ -47,20 +47,25 @@ def fleet_impact(
                                       help="Write impact.parquet, unused.parquet and charts.")],
     cluster: FleetClustersOpt = None,
     stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "max",
+    window: Annotated[float, typer.Option(
+        "--window", metavar="SECONDS",
+        help="A bucket's usage: each member's mean per window of this many seconds (by ts), summed.")] = 60.0,
     engine: FleetEngineOpt = "local",
     fmt: FleetFormatOpt = "text",
     fail_on_throttle: Annotated[bool, typer.Option(
-        "--fail-on-throttle", help="Exit 1 when a principal goes from not throttled to throttled.")] = False,
+        "--fail-on-throttle", help="Exit 1 when a bucket goes from within its quota to over it.")] = False,
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
     config: ConfigOpt = None,
 ) -> int:
-    """Which observed clients each cluster's plan would throttle, and which quotas nobody hits."""
+    """Which observed clients each cluster's plan would throttle (per quota bucket, as Kafka shares
+    a quota between connections), and which quotas nobody hits."""
     from kqplan.commands.fleet import Engine, FleetFormat, impact_command
 
     use_config(config)
     return run(lambda: impact_command(
-        project_config(), cluster or [], usage=usage, stat=stat, engine=choice(Engine, engine, "--engine"),
+        project_config(), cluster or [], usage=usage, stat=stat, window=window,
+        engine=choice(Engine, engine, "--engine"),
         out=out, fmt=choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
         streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote),
         json_errors=fmt == "json")

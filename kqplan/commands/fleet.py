@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -124,13 +125,20 @@ def _counts(plan: Plan | None) -> dict[str, int | None]:
 
 def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[Path], stat: str,
                    engine: Engine, out: Path, fmt: FleetFormat, fail_on_throttle: bool, streams: Streams,
-                   spark_master: str | None = None, spark_remote: str | None = None) -> int:
-    """Observed usage against each cluster's effective quotas before and after its plan:
-    ``impact.parquet``, ``unused.parquet``, a chart per cluster and a summary."""
+                   window: float = 60.0, spark_master: str | None = None,
+                   spark_remote: str | None = None) -> int:
+    """Observed usage against each cluster's quotas before and after its plan, per bucket (the
+    connections Kafka makes share a quota): ``impact.parquet``, ``unused.parquet``, a chart per
+    cluster and a summary. Exit 1 when any cluster failed (the others' tables are written), or
+    with ``fail_on_throttle`` when a bucket goes over its quota."""
     from kqplan.core.plan import apply_ops
-    from kqplan.fleet.impact import impact_rows, newly_throttled, parse_stat, read_usage
+    from kqplan.fleet.impact import impact_rows
+    from kqplan.fleet.usage import parse_stat, read_usage
 
     q = parse_stat(stat)
+    if not (math.isfinite(window) and window > 0):
+        raise KqplanError(f"--window {window:g} must be a number of seconds above 0",
+                          hint="60 groups the samples by the minute")
     entries = clusters.select(config, names)
     with streams.progress(log_every=LOG_EVERY) as progress:
         results = clusters.each(entries, lambda entry: clusters.plan(entry, config),
@@ -139,66 +147,91 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
                   for r in results if r.value is not None}
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import impact_rows as spark_impact_rows
-            from kqplan.fleet.spark import session, usage_frame, watch
+            from kqplan.fleet.spark import session, watch
+            from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
+            from kqplan.fleet.spark_impact import usage_frame
 
             progress("Starting Spark")
             with (session(master=spark_master, remote=spark_remote) as spark,
                   watch(spark, progress, "Resolving the usage on Spark")):
                 # Spark reads the usage files itself: 10^7 samples never pass through this process
-                rows, unused = spark_impact_rows(spark, states, usage_frame(spark, usage), q)
+                impact = spark_impact_rows(spark, states, usage_frame(spark, usage), q, window=window)
         else:
-            samples = read_usage(usage)
-            progress(f"Resolving {len(samples)} samples")
-            rows, unused = impact_rows(states, samples, q)
+            observed = read_usage(usage)
+            progress(f"Resolving {len(observed.samples)} samples")
+            impact = impact_rows(states, observed, q, window=window)
     out.mkdir(parents=True, exist_ok=True)
     from kqplan.fleet.tables import chart, write_impact, write_unused
 
+    rows, unused = impact.rows, impact.unused
     write_impact(rows, out / "impact.parquet")
     write_unused(unused, out / "unused.parquet")
     charts = [chart(cluster, [r for r in rows if r.cluster == cluster], out / f"{cluster}-utilization.png")
               for cluster in sorted(states)]
-    throttled = newly_throttled(rows)
-    summary = {
-        cluster: {
-            "principals": len({(r.user, r.client_id) for r in rows if r.cluster == cluster}),
-            "newly_throttled": sorted({f"{r.user}/{r.client_id}:{r.key}" for r in throttled
-                                       if r.cluster == cluster}),
-            "unlimited": len({(r.user, r.client_id) for r in rows if r.cluster == cluster
-                              and r.usage is not None and r.after_value is None}),
-            "unused_entries": sum(u.cluster == cluster for u in unused),
-            "error": None}
-        for cluster in sorted(states)} | {c: {"error": e} for c, e in errors.items()}
-    streams.print(_impact_text(summary, fmt, [str(c) for c in charts if c is not None]), end="")
+    throttled = impact_summary(impact, states, errors)
+    streams.print(_impact_text(throttled, fmt, [str(c) for c in charts if c is not None]), end="")
     if errors:
         return ExitCode.ERROR
-    return ExitCode.ERROR if fail_on_throttle and throttled else ExitCode.OK
+    hit = any(s.get("newly_throttled") for s in throttled.values())
+    return ExitCode.ERROR if fail_on_throttle and hit else ExitCode.OK
+
+
+def impact_summary(impact: Any, states: Mapping[str, Any], errors: Mapping[str, str]
+                   ) -> dict[str, dict[str, Any]]:
+    """Per cluster: principals observed, buckets newly over their quota (each once, with its
+    members' count), unlimited principals, unused entries, and whether bucket usage is windowed."""
+    from kqplan.fleet.impact import newly_throttled
+
+    summary: dict[str, dict[str, Any]] = {}
+    for cluster in sorted(states):
+        mine = [r for r in impact.rows if r.cluster == cluster]
+        members: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for r in mine:
+            if r.after_group is not None:
+                members.setdefault((r.after_group, r.key), set()).add((r.user, r.client_id))
+        hit = {(r.after_group, r.key): r for r in newly_throttled(mine) if r.after_group is not None}
+        summary[cluster] = {
+            "principals": len({(r.user, r.client_id) for r in mine}),
+            "newly_throttled": [
+                {"bucket": group, "key": key, "members": len(members[group, key]),
+                 "usage": r.after_group_usage, "quota": r.after_value}
+                for (group, key), r in sorted(hit.items())],
+            "unlimited": len({(r.user, r.client_id) for r in mine
+                              if r.usage is not None and r.after_value is None}),
+            "unused_entries": sum(u.cluster == cluster for u in impact.unused),
+            "bucket_usage": "upper bound" if cluster in impact.untimed else "windowed",
+            "error": None}
+    return summary | {c: {"error": e} for c, e in sorted(errors.items())}
 
 
 def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: Sequence[str]) -> str:
+    from kqplan.render.escape import markdown_code, markdown_text
+
     if fmt is FleetFormat.JSON:
         return json.dumps({"clusters": summary, "charts": list(charts)}, indent=2) + "\n"
-    head = ["### kqplan fleet impact", "",
-            "| cluster | principals | newly throttled | unlimited | unused entries |",
-            "|---|---:|---|---:|---:|"] if fmt is FleetFormat.MARKDOWN else []
-    lines = list(head)
+    markdown = fmt is FleetFormat.MARKDOWN
+    lines = ["### kqplan fleet impact", "",
+             "| cluster | principals | newly throttled | unlimited | unused entries |",
+             "|---|---:|---|---:|---:|"] if markdown else []
     for cluster, s in summary.items():
         if s.get("error"):
-            lines.append(f"| `{cluster}` | error: {s['error']} | | | |" if head
-                         else f"{cluster}: error: {s['error']}")
+            lines.append(f"| {markdown_code(cluster, cell=True)} | error: {markdown_text(s['error'])} | | | |"
+                         if markdown else f"{cluster}: error: {s['error']}")
             continue
-        hit = s["newly_throttled"]
-        shown = ", ".join(hit[:10]) + (f" … and {len(hit) - 10} more" if len(hit) > 10 else "")
-        if head:
-            lines.append(f"| `{cluster}` | {s['principals']} | {shown or 'none'} | {s['unlimited']} | "
-                         f"{s['unused_entries']} |")
+        items = [f"{markdown_code(t['bucket'], cell=True) if markdown else t['bucket']} {t['key']} "
+                 f"({t['members']} principal{'s' if t['members'] != 1 else ''})"
+                 for t in s["newly_throttled"]]
+        shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
+        bound = " (bucket usage summed from each principal's statistic: no ts, an upper bound)" \
+            if s["bucket_usage"] == "upper bound" else ""
+        if markdown:
+            lines.append(f"| {markdown_code(cluster, cell=True)} | {s['principals']} | {shown or 'none'}"
+                         f"{markdown_text(bound)} | {s['unlimited']} | {s['unused_entries']} |")
         else:
-            lines.append(f"{cluster}: {s['principals']} principals observed; newly throttled: "
-                         f"{shown or 'none'}; {s['unlimited']} unlimited; {s['unused_entries']} unused "
-                         "quota entries")
+            lines.append(f"{cluster}: {s['principals']} principals observed; newly throttled buckets: "
+                         f"{shown or 'none'}{bound}; {s['unlimited']} unlimited; {s['unused_entries']} "
+                         "unused quota entries")
     return "\n".join(lines) + "\n"
-
-
 def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[Path], stat: str,
                       headroom: float, tolerance: float, mins: Sequence[str], labels: Sequence[str],
                       engine: Engine, out: Path, fmt: FleetFormat, streams: Streams,
@@ -209,7 +242,6 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     from kqplan.core.diagnostics import render_text
     from kqplan.core.policy import MISSING_DEFAULT
     from kqplan.files import write_atomically
-    from kqplan.fleet.impact import read_usage, usage_files
     from kqplan.fleet.proposals import (
         MANIFEST_NAME,
         ClusterResult,
@@ -220,15 +252,13 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     )
     from kqplan.fleet.proposals import render_text as render_summary
     from kqplan.fleet.rightsize import Rules, proposal_rows, spark_proposal_rows
+    from kqplan.fleet.usage import read_usage, usage_files
     from kqplan.manifest.compile import load_desired
 
     rules = Rules.of(stat=stat, headroom=headroom, tolerance=tolerance, mins=mins, policy=config.policy)
     label_map = _labels(labels)
     entries = clusters.select(config, names)
-    for entry in entries:  # each cluster's manifest goes to out/<name>/: the name must be one folder
-        if entry.name in (".", "..") or any(c in entry.name for c in "/\\\0"):
-            raise KqplanError(f"cluster name '{entry.name}' cannot be a directory name",
-                              hint="rename the [clusters.…] table in kqplan.toml")
+    _check_folder_names(entries)
     if out.exists() and not out.is_dir():
         raise KqplanError(f"--out {out} is a file", hint="give a directory for the manifests and tables")
     list(usage_files(usage))  # a missing --usage path is an error before any cluster is described
@@ -236,14 +266,15 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
         results = clusters.each(entries, _describe, progress=progress, label="Describing")
         states = {r.cluster: r.value[0] for r in results if r.value is not None}
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import session, usage_frame, watch
+            from kqplan.fleet.spark import session, watch
+            from kqplan.fleet.spark_impact import usage_frame
 
             progress("Starting Spark")
             with (session(master=spark_master, remote=spark_remote) as spark,
                   watch(spark, progress, "Proposing on Spark")):
                 rows = spark_proposal_rows(spark, states, usage_frame(spark, usage), rules)
         else:
-            samples = read_usage(usage)
+            samples = read_usage(usage).samples
             progress(f"Proposing from {len(samples)} samples")
             rows = proposal_rows(states, samples, rules)
     out.mkdir(parents=True, exist_ok=True)
@@ -279,6 +310,14 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     else:
         streams.print(render_summary(outcomes, table), end="")
     return ExitCode.ERROR if invalid or any(o.error is not None for o in outcomes) else ExitCode.OK
+
+
+def _check_folder_names(entries: Sequence[Any]) -> None:
+    """Each cluster's manifest goes to out/<name>/: the name must be one folder."""
+    for entry in entries:
+        if entry.name in (".", "..") or any(c in entry.name for c in "/\\\0"):
+            raise KqplanError(f"cluster name '{entry.name}' cannot be a directory name",
+                              hint="rename the [clusters.…] table in kqplan.toml")
 
 
 def _describe(entry: Any) -> tuple[Any, str | None]:

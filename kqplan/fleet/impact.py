@@ -1,41 +1,38 @@
-"""Who a plan would throttle: observed usage against the effective quota before and after.
+"""Who a plan would throttle: observed usage against the quotas before and after it, per bucket.
 
-Usage rows are ``cluster, user, client_id`` and any of the four client keys (observed rates, many
-samples per principal, from the brokers' quota metrics). Per principal and key, ``usage`` is a
-statistic over its samples — ``max``, or ``pNN`` with linear interpolation between closest ranks
-(numpy's default and Spark SQL's exact ``percentile``). Resolution is the core's
-(:mod:`kqplan.core.resolve`): the eight levels, and an empty client-id sees only ``{user=U}`` and
-``{user=<default>}``. This module is the local engine; :mod:`kqplan.fleet.spark` joins the same
-levels and must give the same rows.
+Kafka enforces a quota on a *bucket* of connections (:mod:`kqplan.core.buckets`): all of U's
+clients share a ``{user=U}`` quota, all users of client-id C a ``{client-id=C}`` one. So a
+principal is throttled when its bucket's usage passes the quota, whatever its own usage. Per
+observed principal and key, before and after the plan:
+
+- ``usage``: the principal's own statistic over its samples (``max``, or ``pNN`` with linear
+  interpolation between closest ranks: numpy's default and Spark SQL's exact ``percentile``);
+- the effective quota and its source, as ``kqplan resolve`` gives them (the core's resolution);
+- the bucket (its metric tags in display form; null when unlimited) and the bucket's usage: the
+  samples in windows of ``window`` seconds (``ts // window``), each member's mean rate per window,
+  summed over the bucket's observed members, then the statistic over the bucket's windows. A
+  cluster with a sample without ``ts`` cannot be windowed: each member's statistic is summed
+  instead, an upper bound (:attr:`Impact.untimed` names such clusters).
+
+``utilization`` is the bucket's usage after the plan over the quota after it, and
+``would_throttle`` whether it passes it. This module is the local engine, the core's Python;
+:mod:`kqplan.fleet.spark` computes the same rows with joins and must agree (tests/fleet).
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from kqplan.core.buckets import bucket_of
 from kqplan.core.entity import Entity, EntityKind
-from kqplan.core.errors import KqplanError
-from kqplan.core.quotas import CLIENT_KEYS
 from kqplan.core.resolve import QuotaIndex, effective
 from kqplan.core.state import QuotaState
+from kqplan.fleet.usage import USAGE_KEYS, Sample, Usage, statistic
 
-USAGE_KEYS: tuple[str, ...] = CLIENT_KEYS
-"""producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate."""
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Sample:
-    cluster: str
-    user: str
-    client_id: str
-    key: str
-    value: float
+DEFAULT_WINDOW = 60.0
+"""Seconds per window of a bucket's usage (``--window``)."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -47,10 +44,19 @@ class ImpactRow:
     usage: float | None
     before_value: float | None
     before_source: str | None
+    before_group: str | None
+    before_group_usage: float | None
     after_value: float | None
     after_source: str | None
+    after_group: str | None
+    after_group_usage: float | None
     utilization: float | None
     would_throttle: bool
+
+    @property
+    def throttled_before(self) -> bool:
+        return (self.before_group_usage is not None and self.before_value is not None
+                and self.before_group_usage > self.before_value)
 
 
 IMPACT_COLUMNS = tuple(ImpactRow.__slots__)
@@ -63,128 +69,115 @@ class UnusedRow:
     key: str
 
 
-def parse_stat(text: str) -> float | None:
-    """``max`` -> None (the maximum), ``p99`` -> 0.99, ``p50`` -> 0.5."""
-    if text == "max":
-        return None
-    found = re.fullmatch(r"p(\d{1,2}(?:\.\d+)?)", text)
-    if found is None or not 0 < float(found[1]) < 100:
-        raise KqplanError(f"--stat {text!r} is not a statistic", hint="use max or pNN, e.g. p99 or p99.9")
-    return float(found[1]) / 100
-
-
-def statistic(values: Sequence[float], q: float | None) -> float:
-    """The maximum, or the ``q`` quantile interpolated linearly between closest ranks."""
-    if q is None:
-        return max(values)
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-# -- reading usage ---------------------------------------------------------------------------------
-
-_USAGE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
-COLUMNS_HINT = f"columns: cluster, user, client_id and any of {', '.join(USAGE_KEYS)}"
-
-
-def usage_files(paths: Sequence[Path]) -> Iterator[Path]:
-    for path in paths:
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.suffix in _USAGE_SUFFIXES
-                              and not p.name.startswith((".", "_")))
-        elif path.is_file():
-            yield path
-        else:
-            raise KqplanError(f"--usage {path}: no such file or directory")
-
-
-def _records(path: Path) -> Iterator[Mapping[str, object]]:
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        yield from pq.read_table(path).to_pylist()
-    elif path.suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
-            yield from csv.DictReader(fh)
-    else:
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise KqplanError(f"{path}:{number}: not JSON: {exc.msg}") from None
-
-
-def read_usage(paths: Sequence[Path]) -> list[Sample]:
-    """Samples from CSV, JSON lines or Parquet files (or directories of them)."""
-    samples: list[Sample] = []
-    for path in usage_files(paths):
-        for i, record in enumerate(_records(path), start=1):
-            cluster, user = record.get("cluster"), record.get("user")
-            if not isinstance(cluster, str) or not cluster or not isinstance(user, str) or not user:
-                raise KqplanError(f"{path}: row {i}: cluster and user are required", hint=COLUMNS_HINT)
-            client = record.get("client_id")
-            client_id = "" if client is None else str(client)  # empty = a client that sends none
-            for key in USAGE_KEYS:
-                raw = record.get(key)
-                if raw is None or raw == "":
-                    continue
-                try:
-                    value = float(raw)  # type: ignore[arg-type]
-                except (TypeError, ValueError):
-                    raise KqplanError(f"{path}: row {i}: {key} is not a number: {raw!r}") from None
-                samples.append(Sample(cluster, user, client_id, key, value))
-    return samples
-
-
 # -- the local engine ------------------------------------------------------------------------------
 
-def usage_stats(samples: Iterable[Sample], q: float | None) -> dict[tuple[str, str, str], dict[str, float]]:
+@dataclass(frozen=True, slots=True)
+class Impact:
+    rows: list[ImpactRow]
+    unused: list[UnusedRow]
+    untimed: frozenset[str] = frozenset()
+    """Clusters with a sample without ``ts``: their buckets' usage is the sum of the members'
+    statistics, an upper bound."""
+
+
+Principal = tuple[str, str, str]
+"""(cluster, user, client_id)."""
+
+
+def usage_stats(samples: Iterable[Sample], q: float | None) -> dict[Principal, dict[str, float]]:
     """(cluster, user, client_id) -> key -> statistic."""
     grouped: dict[tuple[str, str, str, str], list[float]] = {}
     for s in samples:
         grouped.setdefault((s.cluster, s.user, s.client_id, s.key), []).append(s.value)
-    stats: dict[tuple[str, str, str], dict[str, float]] = {}
+    stats: dict[Principal, dict[str, float]] = {}
     for (cluster, user, client_id, key), values in grouped.items():
         stats.setdefault((cluster, user, client_id), {})[key] = statistic(values, q)
     return stats
 
 
-def impact_rows(states: Mapping[str, tuple[QuotaState, QuotaState]], samples: Sequence[Sample],
-                q: float | None) -> tuple[list[ImpactRow], list[UnusedRow]]:
-    """Per observed principal and key: usage, effective quota before/after, utilization and
-    whether it would be throttled; plus the quota entries after the plan that nobody resolves to."""
+def window_means(samples: Iterable[Sample], window: float) -> dict[tuple[Principal, str], dict[int, float]]:
+    """(principal, key) -> window -> the mean of the principal's samples in it."""
+    sums: dict[tuple[Principal, str], dict[int, list[float]]] = {}
+    for s in samples:
+        assert s.ts is not None
+        slot = sums.setdefault(((s.cluster, s.user, s.client_id), s.key), {})
+        total = slot.setdefault(math.floor(s.ts / window), [0.0, 0.0])
+        total[0] += s.value
+        total[1] += 1
+    return {member: {w: total / n for w, (total, n) in windows.items()} for member, windows in sums.items()}
+
+
+def group_usage(members: Sequence[Principal], key: str, q: float | None, *, timed: bool,
+                stats: Mapping[Principal, Mapping[str, float]],
+                means: Mapping[tuple[Principal, str], Mapping[int, float]]) -> float | None:
+    """The usage of a bucket of ``members`` for ``key``: the statistic over its windows of the
+    members' window means summed, or (``timed`` false) the members' statistics summed; None when
+    no member has a sample of the key."""
+    if not timed:
+        own = [stats[m][key] for m in members if key in stats.get(m, {})]
+        return sum(own) if own else None
+    windows: dict[int, float] = {}
+    for member in members:
+        for w, mean in means.get((member, key), {}).items():
+            windows[w] = windows.get(w, 0.0) + mean
+    return statistic(list(windows.values()), q) if windows else None
+
+
+def impact_rows(states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Usage | Sequence[Sample],
+                q: float | None, *, window: float = DEFAULT_WINDOW) -> Impact:
+    """Per observed principal and key: usage, effective quota and bucket before/after with the
+    bucket's usage, utilization and whether it would be throttled; plus the quota entries after
+    the plan that nobody resolves to."""
+    observed = usage if isinstance(usage, Usage) else Usage.of(usage)
+    samples = [s for s in observed.samples if s.cluster in states]
+    untimed = frozenset(s.cluster for s in samples if s.ts is None)
     stats = usage_stats(samples, q)
+    means = window_means((s for s in samples if s.cluster not in untimed), window)
+    principals = sorted(p for p in observed.principals if p[0] in states)
+    indexes = {c: (QuotaIndex.of(b), QuotaIndex.of(a)) for c, (b, a) in states.items()}
+    resolved: dict[Principal, tuple[Sequence[tuple[float | None, Entity | None]], ...]] = {
+        p: (effective(indexes[p[0]][0], p[1], p[2]), effective(indexes[p[0]][1], p[1], p[2]))
+        for p in principals}
+    # each side's buckets: (cluster, key, bucket) -> members
+    groups: tuple[dict[tuple[str, str, Entity], list[Principal]], ...] = ({}, {})
+    buckets: dict[tuple[Principal, str, int], Entity | None] = {}
+    for p, sides in resolved.items():
+        for side, found in enumerate(sides):
+            for key, (_, source) in zip(USAGE_KEYS, found, strict=True):
+                group = bucket_of(source, p[1], p[2])
+                buckets[p, key, side] = group
+                if group is not None:
+                    groups[side].setdefault((p[0], key, group), []).append(p)
+    totals = [{g: group_usage(members, g[1], q, timed=g[0] not in untimed, stats=stats, means=means)
+               for g, members in side.items()} for side in groups]
     rows: list[ImpactRow] = []
     used: dict[str, set[tuple[Entity, str]]] = {c: set() for c in states}
-    indexes = {c: (QuotaIndex.of(b), QuotaIndex.of(a)) for c, (b, a) in states.items()}
-    for (cluster, user, client_id), usage in sorted(stats.items()):
-        if cluster not in indexes:
-            continue  # usage of a cluster that is not planned
-        before_index, after_index = indexes[cluster]
-        before = effective(before_index, user, client_id)
-        after = effective(after_index, user, client_id)
-        for key, (b_value, b_source), (a_value, a_source) in zip(USAGE_KEYS, before, after, strict=True):
+    for p in principals:
+        cluster, user, client_id = p
+        for i, key in enumerate(USAGE_KEYS):
+            (b_value, b_source), (a_value, a_source) = resolved[p][0][i], resolved[p][1][i]
             if a_source is not None:
                 used[cluster].add((a_source, key))
-            u = usage.get(key)
-            utilization = u / a_value if u is not None and a_value else None
-            rows.append(ImpactRow(cluster, user, client_id, key, u, b_value,
-                                  b_source.display if b_source else None, a_value,
-                                  a_source.display if a_source else None, utilization,
-                                  u is not None and a_value is not None and u > a_value))
+            b_group, a_group = buckets[p, key, 0], buckets[p, key, 1]
+            b_usage = totals[0][cluster, key, b_group] if b_group is not None else None
+            a_usage = totals[1][cluster, key, a_group] if a_group is not None else None
+            utilization = a_usage / a_value if a_usage is not None and a_value else None
+            rows.append(ImpactRow(
+                cluster, user, client_id, key, stats.get(p, {}).get(key),
+                b_value, _shown(b_source), _shown(b_group), b_usage,
+                a_value, _shown(a_source), _shown(a_group), a_usage,
+                utilization, a_usage is not None and a_value is not None and a_usage > a_value))
     unused = [UnusedRow(cluster, entity.display, key)
               for cluster, (_, after_state) in states.items()
               for entity, quotas in after_state.items() if entity.kind is EntityKind.CLIENT
               for key in quotas if (entity, key) not in used[cluster]]
-    return sorted(rows), sorted(unused)
+    return Impact(sorted(rows), sorted(unused), untimed)
+
+
+def _shown(entity: Entity | None) -> str | None:
+    return entity.display if entity is not None else None
 
 
 def newly_throttled(rows: Iterable[ImpactRow]) -> list[ImpactRow]:
-    """Principal-keys that go from not throttled to throttled."""
-    return [r for r in rows if r.would_throttle and not (
-        r.usage is not None and r.before_value is not None and r.usage > r.before_value)]
+    """Principal-keys whose bucket goes from within its quota (or unlimited) to over it."""
+    return [r for r in rows if r.would_throttle and not r.throttled_before]

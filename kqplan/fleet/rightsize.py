@@ -44,7 +44,8 @@ from kqplan.core.quotas import QUOTA_KEYS, value_error
 from kqplan.core.resolve import QuotaIndex, effective
 from kqplan.core.state import QuotaState
 from kqplan.core.units import UnitError, parse_bytes
-from kqplan.fleet.impact import USAGE_KEYS, Sample, parse_stat, usage_stats
+from kqplan.fleet.impact import usage_stats
+from kqplan.fleet.usage import USAGE_KEYS, Sample, parse_stat
 from kqplan.manifest.export import yaml_value
 
 # -- rounding ------------------------------------------------------------------------------------
@@ -339,12 +340,13 @@ def _per_key(values: Mapping[str, float]) -> Any:
 
 def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any,
                         rules: Rules) -> list[ProposalRow]:
-    """The rows of :func:`proposal_rows` from a samples DataFrame (:func:`kqplan.fleet.spark.usage_frame`)
-    as DataFrame operations: impact's statistic and eight-level join (again for the principals a new
-    ``{user=U}`` may move), the rounding as a broadcast lookup; rows come back only at the end."""
+    """The rows of :func:`proposal_rows` from a usage frame (:func:`kqplan.fleet.spark_impact.usage_frame`)
+    as DataFrame operations: impact's statistic and eight-level join (again for the principals a
+    new ``{user=U}`` may move), the rounding as a broadcast lookup; rows come back only at the end."""
     from pyspark.sql import functions as F
 
-    from kqplan.fleet.spark import _collect, quota_entries, usage_table, with_effective
+    from kqplan.fleet.spark import collect_rows
+    from kqplan.fleet.spark_impact import quota_entries, usage_table, with_effective
 
     keys = ["cluster", "user", "client_id", "key"]
     entries = quota_entries(spark, states)
@@ -384,7 +386,7 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
     result = table.select(*keys, "usage", "need", "proposal", value.alias("current_value"),
                           F.col("current.source").alias("current_source"), final_action.alias("action"),
                           after_value.alias("after_value"), after_source.alias("after_source"))
-    collected = _collect(result)
+    collected = collect_rows(result)
     check_rows(collected)
     rows = []
     for r in collected:

@@ -22,8 +22,9 @@ def _write(rows: Sequence[object], columns: Sequence[str], types: Sequence[objec
 def write_impact(rows: Sequence[ImpactRow], path: Path) -> None:
     import pyarrow as pa
 
-    types = [pa.string(), pa.string(), pa.string(), pa.string(), pa.float64(), pa.float64(), pa.string(),
-             pa.float64(), pa.string(), pa.float64(), pa.bool_()]
+    name, number = pa.string(), pa.float64()
+    types = [name, name, name, name, number, number, name, name, number, number, name, name, number, number,
+             pa.bool_()]
     _write(rows, IMPACT_COLUMNS, types, path)
 
 
@@ -34,8 +35,9 @@ def write_unused(rows: Sequence[UnusedRow], path: Path) -> None:
 
 
 def chart(cluster: str, rows: Sequence[ImpactRow], path: Path) -> Path | None:
-    """A histogram of utilization (usage / quota after the plan) for the cluster's limited keys."""
-    values = [r.utilization for r in rows if r.utilization is not None]
+    """A histogram of utilization after the plan (bucket usage / quota), one value per bucket and
+    key: the members of a bucket share one quota, and are throttled together."""
+    values = list({(r.after_group, r.key): r.utilization for r in rows if r.utilization is not None}.values())
     if not values:
         return None
     import matplotlib
@@ -46,9 +48,9 @@ def chart(cluster: str, rows: Sequence[ImpactRow], path: Path) -> Path | None:
     figure, axes = plt.subplots(figsize=(7, 4))
     axes.hist([min(v, 2.0) for v in values], bins=40, color="#4477aa")
     axes.axvline(1.0, color="#cc3311", linestyle="--", label="quota (above: throttled)")
-    axes.set_xlabel("utilization after the plan (usage / quota, capped at 2)")
-    axes.set_ylabel("principal-keys")
-    axes.set_title(f"{cluster}: {sum(v > 1 for v in values)} of {len(values)} over their quota")
+    axes.set_xlabel("utilization after the plan (bucket usage / quota, capped at 2)")
+    axes.set_ylabel("buckets (one per key)")
+    axes.set_title(f"{cluster}: {sum(v > 1 for v in values)} of {len(values)} buckets over their quota")
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)

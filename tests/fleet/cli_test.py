@@ -52,13 +52,13 @@ def test_impact_tables_chart_and_the_throttle_gate(fleet, engine):
                      "west,w,app,,,1\n")
     out = fleet / f"impact-{engine}"
 
-    def impact(*extra: str):
+    def impact(*extra: str):  # samples 1 s apart: windows of 1 s keep them apart
         return fleet_cli(fleet, "impact", "--usage", usage, "--out", out, "--engine", engine,
-                         "--cluster", "east", "--fail-on-throttle", *extra)
+                         "--cluster", "east", "--fail-on-throttle", "--window", "1", *extra)
 
     result = impact()
     assert result.exit_code == 0, result.stdout + result.stderr
-    assert result.stdout == ("east: 3 principals observed; newly throttled: none; 2 unlimited; "
+    assert result.stdout == ("east: 3 principals observed; newly throttled buckets: none; 2 unlimited; "
                              "0 unused quota entries\n")
     import pyarrow.parquet as pq
 
@@ -68,6 +68,8 @@ def test_impact_tables_chart_and_the_throttle_gate(fleet, engine):
     a = rows[("a", "app", "producer_byte_rate")]
     assert (a["usage"], a["before_value"], a["after_value"], a["after_source"]) == (1.5, 1.0, 2.0, "{user=a}")
     assert (a["utilization"], a["would_throttle"]) == (0.75, False)
+    assert (a["before_group"], a["before_group_usage"], a["after_group"], a["after_group_usage"]) == (
+        "{user=a}", 1.5, "{user=a}", 1.5)
     gone = rows[("gone", "", "producer_byte_rate")]
     assert (gone["before_source"], gone["after_value"], gone["would_throttle"]) == (
         "{user=gone}", None, False)
@@ -80,4 +82,26 @@ def test_impact_tables_chart_and_the_throttle_gate(fleet, engine):
     assert impact("--stat", "p50").exit_code == 0
     gate = impact()
     assert gate.exit_code == 1
-    assert "newly throttled: a/app:request_percentage" in gate.stdout
+    assert "newly throttled buckets: {user=a} request_percentage (1 principal)" in gate.stdout
+
+
+@pytest.mark.parametrize("gate", [(), ("--fail-on-throttle",)])
+def test_impact_exits_1_when_any_cluster_fails_even_when_all_do(fleet, gate):
+    """A CI gate must not pass when it computed nothing: every cluster refused (the deletion
+    brake: 'gone' is pruned and [policy] max-delete = 0) exits 1, naming each failure."""
+    toml = fleet / "kqplan.toml"
+    toml.write_text(toml.read_text() + "\n[policy]\nmax-delete = 0\nmax-delete-percent = 0\n")
+    usage = fleet / "usage.csv"
+    usage.write_text("cluster,user,client_id,producer_byte_rate,ts\neast,a,app,1.5,1\n")
+    out = fleet / "impact-refused"
+    result = fleet_cli(fleet, "impact", "--usage", usage, "--out", out, "--cluster", "east",
+                       "--cluster", "west", *gate)
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "east: error: the plan deletes 1 entities" in result.stdout
+    assert "west: error: the plan deletes 1 entities" in result.stdout
+    # one cluster failing among working ones: exit 1 too, the others' tables written
+    partial = fleet_cli(fleet, "impact", "--usage", usage, "--out", out, "--cluster", "east",
+                        "--cluster", "down", *gate)
+    assert partial.exit_code == 1
+    assert "down: error:" in partial.stdout
+    assert (out / "impact.parquet").exists()

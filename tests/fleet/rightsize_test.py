@@ -19,7 +19,6 @@ from kqplan.core.errors import KqplanError
 from kqplan.core.policy import KeyBounds, Policy
 from kqplan.core.resolve import resolve
 from kqplan.core.units import parse_bytes
-from kqplan.fleet.impact import USAGE_KEYS, Sample
 from kqplan.fleet.proposals import manifest_text, read_proposals
 from kqplan.fleet.rightsize import (
     BYTE_STEPS,
@@ -32,7 +31,8 @@ from kqplan.fleet.rightsize import (
     round_up,
     spark_proposal_rows,
 )
-from kqplan.fleet.spark import samples_frame
+from kqplan.fleet.spark_impact import samples_frame
+from kqplan.fleet.usage import USAGE_KEYS, Sample
 from kqplan.manifest.compile import load_desired
 from kqplan.manifest.export import yaml_value
 from kqplan.manifest.fmt import format_text

@@ -3,6 +3,7 @@ reader's rules: the same samples from CSV, JSON lines and Parquet, the same refu
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from kqplan.core.errors import KqplanError
-from kqplan.fleet.impact import Sample, read_usage
-from kqplan.fleet.spark import usage_frame
+from kqplan.fleet.spark_impact import usage_frame
+from kqplan.fleet.usage import Sample, Usage, read_usage
 
 
 def write_usage(directory: Path) -> list[Path]:
@@ -35,17 +36,61 @@ def write_usage(directory: Path) -> list[Path]:
     return [directory]
 
 
-def spark_samples(spark: Any, paths: list[Path]) -> list[Sample]:
-    return sorted(Sample(*r) for r in usage_frame(spark, paths).collect())
+def spark_usage(spark: Any, paths: list[Path]) -> Usage:
+    rows = usage_frame(spark, paths).collect()
+    return Usage([Sample(*r) for r in rows if r["value"] is not None],
+                 frozenset((r["cluster"], r["user"], r["client_id"]) for r in rows))
 
 
 def test_same_samples_as_the_local_reader(spark: Any, tmp_path: Path) -> None:
     paths = write_usage(tmp_path / "usage")
-    local = sorted(read_usage(paths))
-    assert len(local) == 7
-    assert Sample("prod", "alice", "", "producer_byte_rate", 250.5) in local
-    assert Sample("prod", "carol", "", "request_percentage", 12.5) in local
-    assert spark_samples(spark, paths) == local
+    local = read_usage(paths)
+    assert len(local.samples) == 7
+    assert Sample("prod", "alice", "", "producer_byte_rate", 250.5, 2.0) in local.samples
+    assert Sample("prod", "carol", "", "request_percentage", 12.5) in local.samples
+    assert ("prod", "bob", "batch") in local.principals  # a row without any rate: observed all the same
+    on_spark = spark_usage(spark, paths)
+    assert sorted(on_spark.samples, key=Sample.sort_key) == sorted(local.samples, key=Sample.sort_key)
+    assert on_spark.principals == local.principals
+
+
+TIMES = ["1764000000", "1764000000.25", "1.764e9", "2026-11-22T10:00:00Z", "2026-11-22 10:00:00",
+         "2026-11-22T10:00:00.123456+02:00", "2026-11-22T10:00:00-05:30", "2026-11-22", ""]
+
+
+def test_ts_forms_read_alike_by_both_engines(spark: Any, tmp_path: Path) -> None:
+    directory = tmp_path / "usage"
+    directory.mkdir()
+    (directory / "a.csv").write_text("cluster,user,client_id,ts,producer_byte_rate\n" + "".join(
+        f"c,u{i},x,{ts},1\n" for i, ts in enumerate(TIMES)))
+    (directory / "b.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"cluster": "c", "user": "j1", "ts": 1764000000, "producer_byte_rate": 1},
+        {"cluster": "c", "user": "j2", "ts": "2026-11-22T10:00:00Z", "producer_byte_rate": 1}]) + "\n")
+    naive = dt.datetime(2026, 11, 22, 10)
+    pq.write_table(pa.table({"cluster": ["c", "c"], "user": ["p1", "p2"], "ts": [naive, naive],
+                             "producer_byte_rate": [1.0, 1.0]}), directory / "naive.parquet")
+    pq.write_table(pa.table({"cluster": ["c"], "user": ["p3"], "producer_byte_rate": [1.0],
+                             "ts": pa.array([naive.replace(tzinfo=dt.UTC)], pa.timestamp("us", tz="UTC"))}),
+                   directory / "aware.parquet")
+    pq.write_table(pa.table({"cluster": ["c"], "user": ["p4"], "ts": [1764000000.5],
+                             "producer_byte_rate": [1.0]}), directory / "number.parquet")
+    local = {s.user: s.ts for s in read_usage([directory]).samples}
+    ten = dt.datetime(2026, 11, 22, 10, tzinfo=dt.UTC).timestamp()
+    assert local == {"u0": 1764000000.0, "u1": 1764000000.25, "u2": 1.764e9, "u3": ten, "u4": ten,
+                     "u5": ten - 7200 + 0.123456, "u6": ten + 5.5 * 3600, "u7": ten - 10 * 3600, "u8": None,
+                     "j1": 1764000000.0, "j2": ten, "p1": ten, "p2": ten, "p3": ten, "p4": 1764000000.5}
+    assert {s.user: s.ts for s in spark_usage(spark, [directory]).samples} == local
+
+
+@pytest.mark.parametrize("ts", ["yesterday", "2026-11-22T10:00", "22/11/2026", "2026-11-22T10:00:00 UTC"])
+def test_a_ts_that_is_no_time_is_refused_by_both(spark: Any, tmp_path: Path, ts: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"cluster,user,client_id,ts,producer_byte_rate\nc,u,x,{ts},1\n")
+    with pytest.raises(KqplanError, match="ts is not a time") as err:
+        usage_frame(spark, [bad])
+    assert str(bad) in err.value.message
+    with pytest.raises(KqplanError, match="ts is not a time"):
+        read_usage([bad])
 
 
 @pytest.mark.parametrize(("line", "message"), [

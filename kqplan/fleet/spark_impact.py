@@ -1,0 +1,280 @@
+"""The Spark engine's impact: the usage read by Spark, every observed principal joined against the
+eight precedence levels before and after the plan (the quota side broadcast), its bucket, and the
+bucket's usage, as DataFrame operations. The rows of :func:`kqplan.fleet.impact.impact_rows`, which
+the tests hold it to; the levels and the bucket rule are the core's, taken as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kqplan.core.buckets import bucket
+from kqplan.core.entity import CLIENT_ID, USER, Entity, EntityKind
+from kqplan.core.errors import KqplanError
+from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
+from kqplan.core.state import QuotaState
+from kqplan.fleet.impact import DEFAULT_WINDOW, Impact, ImpactRow, UnusedRow
+from kqplan.fleet.spark import collect_rows, frame_of
+from kqplan.fleet.usage import (
+    COLUMNS_HINT,
+    NUMBER,
+    TIME,
+    TS_HINT,
+    USAGE_KEYS,
+    Usage,
+    read_parquet,
+    usage_files,
+)
+
+_USAGE = "cluster string, user string, client_id string, key string, value double, ts double"
+"""A usage frame: a row per sample, and a row with a null ``value`` for an observed principal
+(a usage row without any rate)."""
+
+
+def samples_frame(spark: Any, usage: Usage | Sequence[Any]) -> Any:
+    """Usage already in this process as a usage frame (tests, small inputs)."""
+    observed = usage if isinstance(usage, Usage) else Usage.of(usage)
+    rows: list[tuple[Any, ...]] = [(s.cluster, s.user, s.client_id, s.key, s.value, s.ts)
+                                   for s in observed.samples]
+    rows += [(c, u, i, None, None, None) for c, u, i in sorted(observed.principals)]
+    return frame_of(spark, rows, _USAGE)
+
+
+def _timestamp(frame: Any) -> tuple[Any, Any]:
+    """The ``ts`` column of a usage file as (seconds since the epoch, the raw text for messages),
+    by its type: a timestamp (naive ones are UTC, as the local reader takes them), a number, or
+    text in one of :mod:`kqplan.fleet.usage`'s two forms (anything else: null seconds)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if "ts" not in frame.columns:
+        return F.lit(None).cast("double"), F.lit(None).cast("string")
+    kind = frame.schema["ts"].dataType
+    column = F.col("ts")
+    if isinstance(kind, T.TimestampNTZType):  # wall time: read it as UTC
+        kind, column = T.StringType(), F.concat(column.cast("string"), F.lit("Z"))
+    if isinstance(kind, T.TimestampType):
+        return F.unix_micros(column) / F.lit(1e6), column.cast("string")
+    if isinstance(kind, T.NumericType):
+        return column.cast("double"), column.cast("string")
+    text = column.cast("string")
+    # an ISO time without a zone is UTC: spelled out, so the session's time zone plays no part
+    zoned = (F.when(F.length(text) == 10, F.concat(text, F.lit("T00:00:00Z")))
+             .when(~text.rlike("(Z|[+-][0-9]{2}:[0-9]{2})$"), F.concat(text, F.lit("Z")))
+             .otherwise(text))
+    seconds = (F.when(text.rlike(NUMBER), text.try_cast("double"))
+               .when(text.rlike(TIME), F.unix_micros(F.try_to_timestamp(zoned)) / F.lit(1e6)))
+    return seconds, text
+
+
+def _parquet_types(path: Path) -> tuple[str, ...]:
+    """The types of a Parquet file's usage columns (its footer, read by pyarrow): Spark reads files
+    of one schema together, and a ``ts`` written as a number in one file and as a timestamp in
+    another would stop the read."""
+    schema = read_parquet(path, schema_only=True)
+    wanted = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    return tuple(f"{name}:{schema.field(name).type}" for name in wanted if name in schema.names)
+
+
+def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
+    """The usage files read by Spark itself, never through this process's memory (the point of
+    the engine at 10^7 samples), as a usage frame under the local reader's rules
+    (:func:`kqplan.fleet.usage.read_usage`): cluster and user required, an empty or missing
+    client_id is the empty string, a key's empty cell is no sample, any other value must be a
+    number, and ``ts`` a time."""
+    from pyspark.sql import functions as F
+
+    by_kind: dict[tuple[str, ...], list[str]] = {}
+    for path in usage_files(paths):
+        kind = (("parquet", *_parquet_types(path)) if path.suffix == ".parquet"
+                else ("csv",) if path.suffix == ".csv" else ("json",))
+        by_kind.setdefault(kind, []).append(str(path))
+    frames = []
+    for kind, files in sorted(by_kind.items()):
+        if kind[0] == "csv":
+            frame = spark.read.option("header", True).csv(files)  # every column a string
+        elif kind[0] == "json":
+            frame = spark.read.option("primitivesAsString", True).json(files)
+        else:  # Parquet files are read together when their columns have the same types
+            frame = spark.read.parquet(*files)
+        present = set(frame.columns)
+
+        def column(name: str, present: set[str] = present) -> Any:
+            return F.col(f"`{name}`").cast("string") if name in present else F.lit(None).cast("string")
+
+        seconds, ts_text = _timestamp(frame)
+        frames.append(frame.select(
+            column("cluster").alias("cluster"), column("user").alias("user"),
+            F.coalesce(column("client_id"), F.lit("")).alias("client_id"),
+            *(column(k).alias(k) for k in USAGE_KEYS), seconds.alias("ts"), ts_text.alias("ts_text"),
+            F.input_file_name().alias("file")))
+    if not frames:
+        return frame_of(spark, [], _USAGE)
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    stacked = rows.select(
+        "cluster", "user", "client_id", "file", "ts", "ts_text",
+        F.expr(f"stack({len(USAGE_KEYS)}, " + ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS) +
+               ") as (key, raw)"))
+    has_value = F.col("raw").isNotNull() & (F.col("raw") != "")
+    unnamed = (F.col("cluster").isNull() | (F.col("cluster") == "") | F.col("user").isNull()
+               | (F.col("user") == ""))
+    not_number = has_value & F.col("raw").try_cast("double").isNull()  # Spark 4 is ANSI: cast would throw
+    no_time = F.col("ts_text").isNotNull() & (F.col("ts_text") != "") & F.col("ts").isNull()
+    # one pass over the data finds the first problem of any kind
+    problem = stacked.where(unnamed | not_number | no_time).select(
+        "file", F.when(unnamed, F.lit("name")).when(no_time, F.lit("ts")).otherwise(F.lit("value"))
+        .alias("what"), "key", "raw", "ts_text").limit(1).collect()
+    if problem:
+        found = problem[0]
+        where = found["file"].removeprefix("file://")
+        if found["what"] == "name":
+            raise KqplanError(f"{where}: a row has no cluster or user (both are required)",
+                              hint=COLUMNS_HINT)
+        if found["what"] == "ts":
+            raise KqplanError(f"{where}: ts is not a time: {found['ts_text']!r}", hint=TS_HINT)
+        raise KqplanError(f"{where}: {found['key']} is not a number: {found['raw']!r}")
+    value = F.when(has_value, F.col("raw").try_cast("double")).alias("value")
+    return stacked.select("cluster", "user", "client_id", "key", value, "ts")
+
+
+def _slot(match: Match, name: str | None) -> str:
+    """An entity part as a join key: ``N:<name>``, ``D`` (the default) or ``A`` (no such part)."""
+    return "A" if match is Match.ABSENT else "D" if name is None else f"N:{name}"
+
+
+_ENTRY = "cluster string, u string, c string, key string, value double, source string"
+
+
+def quota_entries(spark: Any, states: Mapping[str, QuotaState]) -> Any:
+    """Each cluster's user/client-id quota entries keyed by the slots their level is looked up by:
+    ``(cluster, u, c, key, value, source)``, source in display form (:func:`with_effective`)."""
+    rows = []
+    for cluster, state in states.items():
+        for entity, quotas in state.items():
+            level = level_of(entity)
+            if level is None:
+                continue
+            u = _slot(level.user, entity.get(USER) if USER in entity else None)
+            c = _slot(level.client_id, entity.get(CLIENT_ID) if CLIENT_ID in entity else None)
+            shown = entity.display
+            rows += [(cluster, u, c, k, float(v), shown) for k, v in quotas.items()]
+    return frame_of(spark, rows, _ENTRY)
+
+
+def usage_table(spark: Any, usage: Any, clusters: Sequence[str], q: float | None) -> Any:
+    """Every observed principal of ``clusters`` × the four keys, with ``usage``: the statistic
+    (max, or Spark SQL's exact ``percentile``) over its samples, null for a key without samples."""
+    from pyspark.sql import functions as F
+
+    samples = usage.where(F.col("value").isNotNull())
+    stats = samples.groupBy("cluster", "user", "client_id", "key").agg(_statistic("value", q).alias("usage"))
+    principals = (usage.select("cluster", "user", "client_id").distinct()
+                  .where(F.col("cluster").isin(list(clusters)))
+                  .crossJoin(frame_of(spark, [(k,) for k in USAGE_KEYS], "key string")))
+    return principals.join(stats, ["cluster", "user", "client_id", "key"], "left")
+
+
+def _statistic(column: str, q: float | None) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.max(column) if q is None else F.expr(f"percentile(`{column}`, {q!r})")
+
+
+def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
+    """``table`` (``cluster, user, client_id, key``, …) with a struct column ``label`` =
+    ``(rank, value, source, tag_user, tag_client)`` of the entry of ``entries``
+    (:func:`quota_entries`) that supplies the key — the first of the eight precedence levels that
+    sets it (the entries broadcast) — or null where none does (unlimited). ``tag_user`` and
+    ``tag_client`` say which of the connection's names the key's bucket carries
+    (:func:`kqplan.core.buckets.bucket`)."""
+    from pyspark.sql import functions as F
+
+    # every principal-key at each of the eight levels, as the entity slots that level looks up
+    levels = frame_of(
+        spark, [(lv.rank, lv.user.value, lv.client_id.value, lv.empty_client_id,
+                 USER in bucket(lv, "U", "C"), CLIENT_ID in bucket(lv, "U", "C")) for lv in CLIENT_LEVELS],
+        "rank int, u_match string, c_match string, empty_ok boolean, tag_user boolean, tag_client boolean")
+
+    def slot(match: Any, name: Any) -> Any:
+        return (F.when(match == Match.NAME.value, F.concat(F.lit("N:"), name))
+                .when(match == Match.DEFAULT.value, F.lit("D")).otherwise(F.lit("A")))
+
+    probes = (table.select("cluster", "user", "client_id", "key").crossJoin(levels)
+              .where(~((F.col("client_id") == F.lit("")) & ~F.col("empty_ok")))  # empty: 2 levels only
+              .withColumn("u", slot(F.col("u_match"), F.col("user")))
+              .withColumn("c", slot(F.col("c_match"), F.col("client_id"))))
+    hits = probes.join(F.broadcast(entries), ["cluster", "u", "c", "key"])
+    winner = (hits.groupBy("cluster", "user", "client_id", "key")  # lowest rank wins
+              .agg(F.min(F.struct("rank", "value", "source", "tag_user", "tag_client")).alias(label)))
+    return table.join(winner, ["cluster", "user", "client_id", "key"], "left")
+
+
+def _with_groups(table: Any, usage: Any, *, side: str, q: float | None, window: float,
+                 untimed: Sequence[str]) -> Any:
+    """``table`` with ``{side}_bu``/``{side}_bc`` (the bucket's user and client-id tags; both null:
+    unlimited) and ``{side}_group_usage``: per window, each member's mean summed over the bucket,
+    then the statistic over the windows; in an ``untimed`` cluster the members' statistics summed."""
+    from pyspark.sql import functions as F
+
+    keys = ["cluster", "user", "client_id", "key"]
+    bu, bc = f"{side}_bu", f"{side}_bc"
+    table = (table.withColumn(bu, F.when(F.col(f"{side}.tag_user"), F.col("user")))
+             .withColumn(bc, F.when(F.col(f"{side}.tag_client"), F.col("client_id"))))
+    group = ["cluster", "key", bu, bc]
+    members = table.where(F.col(side).isNotNull()).select(*keys, bu, bc, "usage")
+    timed_samples = usage.where(F.col("value").isNotNull() & ~F.col("cluster").isin(list(untimed)))
+    means = (timed_samples.withColumn("w", F.floor(F.col("ts") / F.lit(window)))
+             .groupBy(*keys, "w").agg(F.avg("value").alias("mean")))
+    windows = (members.join(means, keys).groupBy(*group, "w").agg(F.sum("mean").alias("total")))
+    timed = windows.groupBy(*group).agg(_statistic("total", q).alias(f"{side}_group_usage"))
+    summed = (members.where(F.col("cluster").isin(list(untimed)) & F.col("usage").isNotNull())
+              .groupBy(*group).agg(F.sum("usage").alias(f"{side}_group_usage")))
+    # a bucket's tags are its identity, compared null-safe (a user bucket's client-id tag is null);
+    # renamed first: the totals derive from the table itself
+    totals = timed.unionByName(summed).select(*(F.col(c).alias(f"g_{c}") for c in group),
+                                              f"{side}_group_usage")
+    condition = [F.col(c).eqNullSafe(F.col(f"g_{c}")) for c in group]
+    return table.join(totals, condition, "left").drop(*(f"g_{c}" for c in group))
+
+
+def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
+                q: float | None, *, window: float = DEFAULT_WINDOW) -> Impact:
+    """The rows of :func:`kqplan.fleet.impact.impact_rows` from a usage frame (:func:`usage_frame`,
+    :func:`samples_frame`), by joining every principal against the eight precedence levels (the
+    quota side broadcast), taking the first that sets the key, and summing each bucket's usage."""
+    from pyspark.sql import functions as F
+
+    usage = usage.where(F.col("cluster").isin(list(states)))
+    untimed = sorted(r[0] for r in usage.where(F.col("value").isNotNull() & F.col("ts").isNull())
+                     .select("cluster").distinct().collect())
+    table = usage_table(spark, usage, list(states), q)
+    for side, label in ((0, "before"), (1, "after")):
+        entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
+        table = with_effective(spark, table, entries, label)
+        table = _with_groups(table, usage, side=label, q=q, window=window, untimed=untimed)
+    after, group_usage = F.col("after.value"), F.col("after_group_usage")
+    table = table.select(
+        "cluster", "user", "client_id", "key", "usage",
+        F.col("before.value"), F.col("before.source"), "before_bu", "before_bc", "before_group_usage",
+        after, F.col("after.source"), "after_bu", "after_bc", group_usage,
+        F.when(group_usage.isNotNull() & after.isNotNull() & (after != 0), group_usage / after),
+        F.coalesce(group_usage > after, F.lit(False)))
+    rows = sorted(ImpactRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _shown(r[7], r[8]), r[9], r[10], r[11],
+                            _shown(r[12], r[13]), r[14], r[15], r[16]) for r in collect_rows(table))
+    # The entries nobody resolves to, from the rows already here (a second Spark job would
+    # recompute the whole join): quota entries of the state after the plan minus those used.
+    used = {(r.cluster, r.after_source, r.key) for r in rows if r.after_source is not None}
+    unused = sorted(UnusedRow(cluster, shown, key) for cluster, (_, state) in states.items()
+                    for entity, quotas in state.items() if entity.kind is EntityKind.CLIENT
+                    for shown in (entity.display,) for key in quotas if (cluster, shown, key) not in used)
+    return Impact(rows, unused, frozenset(untimed))
+
+
+def _shown(user: str | None, client_id: str | None) -> str | None:
+    """A bucket's display form from its tags (the core's entity: names escaped as everywhere)."""
+    parts = [(t, n) for t, n in ((USER, user), (CLIENT_ID, client_id)) if n is not None]
+    return Entity(tuple(parts)).display if parts else None

@@ -1,0 +1,79 @@
+"""The core's buckets are Kafka's: the broker's own ClientQuotaManager (from the jars the suite
+downloads; tests/fleet/QuotaBuckets.java drives it) gives every connection of hundreds of random
+quota states the same limit as kqplan's resolution, and metric tags naming the bucket
+kqplan.core.buckets names."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+
+import pytest
+
+from kqplan.core.buckets import bucket_of
+from kqplan.core.entity import CLIENT_ID, USER, Entity
+from kqplan.core.resolve import resolve
+from tests.helpers import REPO
+from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version
+
+pytestmark = pytest.mark.slow
+
+USERS = ["alice", "bob", "carol"]
+CLIENTS = ["a1", "a2", "shared"]
+KEY = "producer_byte_rate"
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """``java … QuotaBuckets`` against the pinned Kafka release's jars, compiled here."""
+    libs = ensure_kafka_libs(pinned_kafka_version())
+    classes = tmp_path_factory.mktemp("oracle")
+    subprocess.run(["javac", "-d", str(classes), "-cp", str(libs / "*"),
+                    str(REPO / "tests" / "fleet" / "QuotaBuckets.java")], check=True, capture_output=True,
+                   timeout=300)
+    return ["java", "-cp", f"{libs / '*'}:{classes}", "QuotaBuckets"]
+
+
+def random_state(rng: random.Random) -> dict[Entity, dict[str, float]]:
+    parts = [(u, c) for u in [None, "*", *USERS] for c in [None, "*", *CLIENTS] if (u, c) != (None, None)]
+    state = {}
+    for user, client in rng.sample(parts, rng.randint(1, 8)):
+        named = [(t, None if n == "*" else n) for t, n in ((USER, user), (CLIENT_ID, client))
+                 if n is not None]
+        state[Entity(tuple(named))] = {KEY: float(rng.choice([10, 20, 30, 40, 50]))}
+    return state
+
+
+def test_limits_and_buckets_match_kafkas_client_quota_manager(oracle):
+    rng = random.Random(546)
+    cases = [random_state(rng) for _ in range(300)]
+    probes = [(u, c) for u in USERS for c in ["", *CLIENTS]]
+    lines = []
+    for state in cases:
+        lines.append("CASE")
+        for entity, quotas in state.items():
+            user = "~" if USER not in entity else entity.name(USER) or "*"
+            client = "~" if CLIENT_ID not in entity else entity.name(CLIENT_ID) or "*"
+            lines.append(f"Q\t{user}\t{client}\t{quotas[KEY]}")
+        lines += [f"P\t{u}\t{c}" for u, c in probes]
+    done = subprocess.run(oracle, input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,
+                          timeout=300)
+    answers = iter(line.split("\t") for line in done.stdout.splitlines())
+    shared = 0
+    for state in cases:
+        buckets: dict[Entity, int] = {}
+        for user, client in probes:
+            kafka_user, kafka_client, tag_user, tag_client, limit = next(answers)
+            assert (kafka_user, kafka_client) == (user, client)
+            resolved = resolve(state, user, client)[KEY]
+            assert (resolved.value if resolved.value is not None else "unlimited") == (
+                "unlimited" if limit == "unlimited" else float(limit)), (state, user, client)
+            if resolved.source is None:
+                continue  # unlimited: kqplan names no bucket
+            mine = bucket_of(resolved.source, user, client)
+            tags = Entity(tuple((t, n) for t, n in ((USER, tag_user), (CLIENT_ID, tag_client)) if n))
+            assert mine == tags, (state, user, client, tag_user, tag_client)
+            buckets[mine] = buckets.get(mine, 0) + 1
+        shared += sum(n > 1 for n in buckets.values())
+    assert next(answers, None) is None
+    assert shared > 100  # the states put several connections in one bucket, many times over
