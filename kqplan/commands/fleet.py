@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from kqplan.config.model import ProjectConfig
-from kqplan.console import Streams
+from kqplan.console import Progress, Streams
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import Plan
 from kqplan.fleet import clusters
@@ -29,6 +30,22 @@ class FleetFormat(StrEnum):
     TEXT = "text"
     MARKDOWN = "markdown"
     JSON = "json"
+
+
+@contextmanager
+def _spark(streams: Streams, progress: Progress, master: str | None, remote: str | None,
+           label: str) -> Iterator[Any]:
+    """A Spark session where ``--spark-master``/``--spark-remote`` or ``SPARK_REMOTE`` say, its
+    progress reported as ``label``; a Connect server taken from the environment is named on stderr."""
+    from kqplan.fleet.spark import session, watch, where
+
+    target = where(master, remote)
+    if target.from_environment:
+        streams.warn(f"kqplan: the Spark engine runs on {target.shown}; --spark-master local[*] runs it "
+                     "in this process")
+    progress(f"Starting {target.shown}")
+    with session(master=target.master, remote=target.remote) as spark, watch(spark, progress, label):
+        yield spark
 
 
 def snapshot_command(config: ProjectConfig, names: Sequence[str], *, out: Path, streams: Streams) -> int:
@@ -64,11 +81,9 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
         results = clusters.each(entries, work, progress=progress, label="Planning")
         rows: list[ChangeRow] = []
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import change_rows, session, watch
+            from kqplan.fleet.spark import change_rows
 
-            progress("Starting Spark")
-            with (session(master=spark_master, remote=spark_remote) as spark,
-                  watch(spark, progress, "Joining on Spark")):
+            with _spark(streams, progress, spark_master, spark_remote, "Joining on Spark") as spark:
                 rows = change_rows(spark, [r.value[1] for r in results if r.value is not None])
         else:
             rows = sorted(row for r in results if r.value is not None for row in r.value[1])
@@ -147,13 +162,11 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
                   for r in results if r.value is not None}
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import session, watch
             from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
             from kqplan.fleet.spark_impact import usage_frame
 
-            progress("Starting Spark")
-            with (session(master=spark_master, remote=spark_remote) as spark,
-                  watch(spark, progress, "Resolving the usage on Spark")):
+            with _spark(streams, progress, spark_master, spark_remote,
+                        "Resolving the usage on Spark") as spark:
                 # Spark reads the usage files itself: 10^7 samples never pass through this process
                 impact = spark_impact_rows(spark, states, usage_frame(spark, usage), q, window=window)
         else:
@@ -266,12 +279,9 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
         results = clusters.each(entries, _describe, progress=progress, label="Describing")
         states = {r.cluster: r.value[0] for r in results if r.value is not None}
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import session, watch
             from kqplan.fleet.spark_impact import usage_frame
 
-            progress("Starting Spark")
-            with (session(master=spark_master, remote=spark_remote) as spark,
-                  watch(spark, progress, "Proposing on Spark")):
+            with _spark(streams, progress, spark_master, spark_remote, "Proposing on Spark") as spark:
                 rows = spark_proposal_rows(spark, states, usage_frame(spark, usage), rules)
         else:
             samples = read_usage(usage).samples

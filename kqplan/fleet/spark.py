@@ -14,8 +14,9 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,48 +45,80 @@ def collect_rows(frame: Any) -> list[tuple[Any, ...]]:
     return list(zip(*(column.to_pylist() for column in table.columns), strict=True)) if table.num_rows else []
 
 
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where the Spark engine runs: a master (``local[*]``, ``spark://…``) or a Connect server."""
+
+    master: str | None
+    remote: str | None
+    shown: str
+    """For the user: ``Spark Connect sc://host:15002 (from SPARK_REMOTE)``, ``Spark local[*]``."""
+    from_environment: bool = False
+
+
+def where(master: str | None, remote: str | None, env: Mapping[str, str] | None = None) -> Where:
+    """``--spark-master`` or ``--spark-remote`` when given; else ``SPARK_REMOTE`` from the
+    environment, as pyspark itself honours it (Databricks and EMR Connect users have it set); else
+    a local session."""
+    env = os.environ if env is None else env
+    if remote:
+        return Where(None, remote, f"Spark Connect {remote}")
+    if master:
+        return Where(master, None, f"Spark {master}")
+    if env.get("SPARK_REMOTE"):
+        return Where(None, env["SPARK_REMOTE"], f"Spark Connect {env['SPARK_REMOTE']} (from SPARK_REMOTE)",
+                     from_environment=True)
+    return Where("local[*]", None, "Spark local[*]")
+
+
 @contextmanager
 def session(*, master: str | None = None, remote: str | None = None) -> Iterator[Any]:
-    """A SparkSession: local (``master``, default ``local[*]``) or Spark Connect (``remote``,
-    ``sc://HOST:PORT``); the driver binds to loopback unless SPARK_LOCAL_IP says otherwise, and
-    Spark's log noise stays off the terminal."""
+    """A SparkSession where :func:`where` says: local (``master``, default ``local[*]``) or Spark
+    Connect (``remote``, ``sc://HOST:PORT``, or ``SPARK_REMOTE``); the driver binds to loopback
+    unless SPARK_LOCAL_IP says otherwise, and Spark's log noise stays off the terminal."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         from kqplan.core.errors import KqplanError
 
         raise KqplanError("the Spark engine needs pyspark", hint="pip install 'kqplan[spark]'") from None
+    target = where(master, remote)
+    master, remote = target.master, target.remote
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.appName("kqplan-fleet")
-    if remote:
-        builder = builder.remote(remote)
-    else:
-        builder = (builder.master(master or "local[*]").config("spark.ui.enabled", "false")
-                   .config("spark.sql.shuffle.partitions", "4")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
     # pyspark records a Connect session in the environment (SPARK_CONNECT_MODE_ENABLED, …), which
-    # would turn every later local session of this process into a Connect one: restore it after
+    # would turn every later local session of this process into a Connect one: restored after;
+    # and a master given while SPARK_REMOTE is set is a local session (pyspark would refuse both)
     saved = {k: os.environ.get(k) for k in _CONNECT_ENV}
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    log = None
-    # a session this process already runs (an application embedding kqplan, a test suite) is
-    # reused by getOrCreate and is not kqplan's to stop
-    existing = None if remote else SparkSession.getActiveSession()
-    if remote or existing is not None:
-        spark = builder.getOrCreate()
-    else:
-        fd, log = tempfile.mkstemp(prefix="kqplan-spark-", suffix=".log")
-        os.close(fd)
-        with _stderr_to(Path(log)):  # the JVM starts now and keeps this stderr
-            spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-    failed = True
+    log: str | None = None
+    spark, existing, failed = None, None, True
     try:
+        if not remote:
+            for key in _CONNECT_ENV:
+                os.environ.pop(key, None)
+        builder = SparkSession.builder.appName("kqplan-fleet")
+        if remote:
+            builder = builder.remote(remote)
+        else:
+            builder = (builder.master(master or "local[*]").config("spark.ui.enabled", "false")
+                       .config("spark.sql.shuffle.partitions", "4")
+                       .config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
+        # a session this process already runs (an application embedding kqplan, a test suite) is
+        # reused by getOrCreate and is not kqplan's to stop
+        existing = None if remote else SparkSession.getActiveSession()
+        if remote or existing is not None:
+            spark = builder.getOrCreate()
+        else:
+            fd, log = tempfile.mkstemp(prefix="kqplan-spark-", suffix=".log")
+            os.close(fd)
+            with _stderr_to(Path(log)):  # the JVM starts now and keeps this stderr
+                spark = builder.getOrCreate()
+            spark.sparkContext.setLogLevel("ERROR")
         yield spark
         failed = False
     finally:
-        if existing is None:
+        if spark is not None and existing is None:
             spark.stop()
         for key, value in saved.items():
             if value is None:

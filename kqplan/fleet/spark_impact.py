@@ -6,6 +6,7 @@ the tests hold it to; the levels and the bucket rule are the core's, taken as da
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,25 @@ def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     (:func:`kqplan.fleet.usage.read_usage`): cluster and user required, an empty or missing
     client_id is the empty string, a key's empty cell is no sample, any other value must be a
     number, and ``ts`` a time."""
+    try:
+        return _usage_frame(spark, paths)
+    except Exception as exc:  # a path Spark cannot see: say so, for a Connect server above all
+        found = re.search(r"\[PATH_NOT_FOUND\][^:]*: (\S+)", str(exc))
+        if type(exc).__name__ != "AnalysisException" or found is None:
+            raise
+        connect = type(spark).__module__.startswith("pyspark.sql.connect")
+        raise KqplanError(
+            f"Spark found no file at {found[1].removesuffix('.')}: the Spark engine reads --usage itself"
+            + (", on the Spark Connect server's filesystem" if connect else ""),
+            hint="give a path the Spark executors can see (a shared filesystem) or a URI they can "
+            "read, such as s3a://bucket/usage/") from None
+
+
+def _usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     from pyspark.sql import functions as F
 
     by_kind: dict[tuple[str, ...], list[str]] = {}
-    for path in usage_files(paths):
+    for path in (p.resolve() for p in usage_files(paths)):  # relative paths are this process's
         kind = (("parquet", *_parquet_types(path)) if path.suffix == ".parquet"
                 else ("csv",) if path.suffix == ".csv" else ("json",))
         by_kind.setdefault(kind, []).append(str(path))

@@ -51,3 +51,26 @@ def test_progress_comes_from_the_connect_servers_messages(connect_server):
         assert spark.range(0, 8, 1, 4).select(F.sum(slow("id"))).collect()[0][0] == 28
     assert heard[0] == "Resolving"
     assert any(re.fullmatch(r"Resolving: [0-3]/4 tasks", m) for m in heard), heard
+
+
+def test_a_relative_usage_path_reaches_the_connect_server_whole(fleet, connect_server, monkeypatch):
+    """The server resolves a relative path against its own working directory: kqplan makes it
+    absolute first, so `--usage usage.csv` means this directory's file."""
+    (fleet / "usage.csv").write_text("cluster,user,client_id,producer_byte_rate,ts\neast,a,app,3,1\n")
+    monkeypatch.chdir(fleet)
+    done = fleet_cli(fleet, "impact", "--cluster", "east", "--usage", "usage.csv", "--out", "out",
+                     "--engine", "spark", "--spark-remote", connect_server)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert (fleet / "out" / "impact.parquet").exists()
+
+
+def test_spark_remote_in_the_environment_is_honoured_and_named(fleet, connect_server, monkeypatch):
+    monkeypatch.setenv("SPARK_REMOTE", connect_server)
+    connected = fleet_cli(fleet, "plan", "--cluster", "east", "--engine", "spark")
+    assert connected.exit_code == 0, connected.stdout + connected.stderr
+    assert f"Spark Connect {connect_server} (from SPARK_REMOTE)" in connected.stderr
+    # an explicit --spark-master wins over the environment (pyspark would refuse the two together)
+    here = fleet_cli(fleet, "plan", "--cluster", "east", "--engine", "spark", "--spark-master", "local[1]")
+    assert here.exit_code == 0, here.stdout + here.stderr
+    assert "SPARK_REMOTE" not in here.stderr
+    assert here.stdout == connected.stdout

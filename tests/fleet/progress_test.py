@@ -65,4 +65,4 @@ def test_a_fleet_job_names_its_steps_in_a_ci_log(fleet, spark, monkeypatch):
     assert result.exit_code == 0, result.stdout + result.stderr
     lines = [re.sub(r" \(\d+ s elapsed\)$", "", line) for line in result.stderr.splitlines()]
     assert lines[:3] == ["Planning (0/2 clusters)…", "Planning (1/2 clusters)…", "Planning (2/2 clusters)…"]
-    assert lines[3:5] == ["Starting Spark…", "Resolving the usage on Spark…"]
+    assert lines[3:5] == ["Starting Spark local[*]…", "Resolving the usage on Spark…"]

@@ -106,3 +106,15 @@ def test_bad_rows_are_refused_naming_the_file(spark: Any, tmp_path: Path, line: 
     assert str(bad) in err.value.message
     with pytest.raises(KqplanError):  # the local reader refuses the same file
         read_usage([bad])
+
+
+def test_a_path_spark_cannot_see_is_named_with_the_fix(spark: Any, tmp_path: Path, monkeypatch) -> None:
+    """What a Spark Connect server on another machine answers for a path only the driver sees."""
+    import kqplan.fleet.spark_impact as engine
+
+    gone = tmp_path / "gone.csv"
+    monkeypatch.setattr(engine, "usage_files", lambda paths: iter([gone]))
+    with pytest.raises(KqplanError, match=r"Spark found no file at file:.*gone\.csv: the Spark engine "
+                                          r"reads --usage itself") as err:
+        usage_frame(spark, [gone])
+    assert "s3a://" in (err.value.hint or "")
