@@ -53,7 +53,8 @@ def fleet_impact(
     engine: FleetEngineOpt = "local",
     fmt: FleetFormatOpt = "text",
     fail_on_throttle: Annotated[bool, typer.Option(
-        "--fail-on-throttle", help="Exit 1 when a bucket goes from within its quota to over it.")] = False,
+        "--fail-on-throttle",
+        help="Exit 1 when a principal's bucket is over its quota after the plan, not before.")] = False,
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
     config: ConfigOpt = None,

@@ -17,6 +17,8 @@ from kqplan.core.plan import Plan
 from kqplan.fleet import clusters
 from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
 
+MIN_WINDOW = 0.001
+"""The shortest ``--window``: every window index of a ``ts`` in range stays exact (below 2^53)."""
 LOG_EVERY = 10.0
 """Seconds between "still running" lines of a long fleet job in a CI log (terraform's rate)."""
 
@@ -151,8 +153,8 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     from kqplan.fleet.usage import parse_stat, read_usage
 
     q = parse_stat(stat)
-    if not (math.isfinite(window) and window > 0):
-        raise KqplanError(f"--window {window:g} must be a number of seconds above 0",
+    if not (math.isfinite(window) and window >= MIN_WINDOW):
+        raise KqplanError(f"--window {window:g} must be a number of seconds, at least {MIN_WINDOW:g}",
                           hint="60 groups the samples by the minute")
     entries = clusters.select(config, names)
     with streams.progress(log_every=LOG_EVERY) as progress:
@@ -212,7 +214,7 @@ def impact_summary(impact: Any, states: Mapping[str, Any], errors: Mapping[str, 
             "unlimited": len({(r.user, r.client_id) for r in mine
                               if r.usage is not None and r.after_value is None}),
             "unused_entries": sum(u.cluster == cluster for u in impact.unused),
-            "bucket_usage": "upper bound" if cluster in impact.untimed else "windowed",
+            "bucket_usage": "summed" if cluster in impact.untimed else "windowed",
             "error": None}
     return summary | {c: {"error": e} for c, e in sorted(errors.items())}
 
@@ -235,8 +237,8 @@ def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: S
                  f"({t['members']} principal{'s' if t['members'] != 1 else ''})"
                  for t in s["newly_throttled"]]
         shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
-        bound = " (bucket usage summed from each principal's statistic: no ts, an upper bound)" \
-            if s["bucket_usage"] == "upper bound" else ""
+        bound = (" (samples without ts: each bucket's usage is its members' statistics summed, "
+                 "an upper bound for max)") if s["bucket_usage"] == "summed" else ""
         if markdown:
             lines.append(f"| {markdown_code(cluster, cell=True)} | {s['principals']} | {shown or 'none'}"
                          f"{markdown_text(bound)} | {s['unlimited']} | {s['unused_entries']} |")

@@ -12,7 +12,7 @@ observed principal and key, before and after the plan:
   samples in windows of ``window`` seconds (``ts // window``), each member's mean rate per window,
   summed over the bucket's observed members, then the statistic over the bucket's windows. A
   cluster with a sample without ``ts`` cannot be windowed: each member's statistic is summed
-  instead, an upper bound (:attr:`Impact.untimed` names such clusters).
+  instead, an upper bound for ``max`` (:attr:`Impact.untimed` names such clusters).
 
 ``utilization`` is the bucket's usage after the plan over the quota after it, and
 ``would_throttle`` whether it passes it. This module is the local engine, the core's Python;
@@ -77,7 +77,7 @@ class Impact:
     unused: list[UnusedRow]
     untimed: frozenset[str] = frozenset()
     """Clusters with a sample without ``ts``: their buckets' usage is the sum of the members'
-    statistics, an upper bound."""
+    statistics (for ``max`` an upper bound)."""
 
 
 Principal = tuple[str, str, str]
@@ -179,5 +179,6 @@ def _shown(entity: Entity | None) -> str | None:
 
 
 def newly_throttled(rows: Iterable[ImpactRow]) -> list[ImpactRow]:
-    """Principal-keys whose bucket goes from within its quota (or unlimited) to over it."""
+    """Principal-keys whose bucket after the plan is over its quota, and whose bucket before the plan
+    was not (or was unlimited)."""
     return [r for r in rows if r.would_throttle and not r.throttled_before]

@@ -6,6 +6,7 @@ the tests hold it to; the levels and the bucket rule are the core's, taken as da
 
 from __future__ import annotations
 
+import csv
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,8 +24,10 @@ from kqplan.fleet.usage import (
     NUMBER,
     TIME,
     TS_HINT,
+    TS_RANGE,
     USAGE_KEYS,
     Usage,
+    not_utf8,
     read_parquet,
     usage_files,
 )
@@ -43,10 +46,11 @@ def samples_frame(spark: Any, usage: Usage | Sequence[Any]) -> Any:
     return frame_of(spark, rows, _USAGE)
 
 
-def _timestamp(frame: Any) -> tuple[Any, Any]:
+def _timestamp(frame: Any, *, nanos: bool = False) -> tuple[Any, Any]:
     """The ``ts`` column of a usage file as (seconds since the epoch, the raw text for messages),
-    by its type: a timestamp (naive ones are UTC, as the local reader takes them), a number, or
-    text in one of :mod:`kqplan.fleet.usage`'s two forms (anything else: null seconds)."""
+    by its type: a timestamp (naive ones are UTC, as the local reader takes them; ``nanos``: read as
+    nanoseconds since the epoch), a number, or text in one of :mod:`kqplan.fleet.usage`'s two
+    forms. Anything else, and seconds outside :data:`kqplan.fleet.usage.TS_RANGE`: null."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -54,20 +58,40 @@ def _timestamp(frame: Any) -> tuple[Any, Any]:
         return F.lit(None).cast("double"), F.lit(None).cast("string")
     kind = frame.schema["ts"].dataType
     column = F.col("ts")
+    if nanos:  # a Parquet TIMESTAMP(NANOS), read as its count of nanoseconds
+        return _in_range(column.cast("double") / F.lit(1e9)), column.cast("string")
     if isinstance(kind, T.TimestampNTZType):  # wall time: read it as UTC
         kind, column = T.StringType(), F.concat(column.cast("string"), F.lit("Z"))
     if isinstance(kind, T.TimestampType):
         return F.unix_micros(column) / F.lit(1e6), column.cast("string")
     if isinstance(kind, T.NumericType):
-        return column.cast("double"), column.cast("string")
+        return _in_range(column.cast("double")), column.cast("string")
     text = column.cast("string")
     # an ISO time without a zone is UTC: spelled out, so the session's time zone plays no part
     zoned = (F.when(F.length(text) == 10, F.concat(text, F.lit("T00:00:00Z")))
              .when(~text.rlike("(Z|[+-][0-9]{2}:[0-9]{2})$"), F.concat(text, F.lit("Z")))
              .otherwise(text))
-    seconds = (F.when(text.rlike(NUMBER), text.try_cast("double"))
+    seconds = (F.when(text.rlike(NUMBER), _in_range(text.try_cast("double")))
                .when(text.rlike(TIME), F.unix_micros(F.try_to_timestamp(zoned)) / F.lit(1e6)))
     return seconds, text
+
+
+def _in_range(seconds: Any) -> Any:
+    """``seconds`` when within :data:`~kqplan.fleet.usage.TS_RANGE` (NaN and infinity are not)."""
+    from pyspark.sql import functions as F
+
+    return F.when(seconds.between(F.lit(TS_RANGE[0]), F.lit(TS_RANGE[1])), seconds)
+
+
+def _csv_header(path: Path) -> tuple[str, ...]:
+    """A CSV file's column names (its first line)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return tuple(next(csv.reader(fh), []))
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from None
+    except OSError as exc:
+        raise KqplanError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _parquet_types(path: Path) -> tuple[str, ...]:
@@ -87,40 +111,48 @@ def usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     number, and ``ts`` a time."""
     try:
         return _usage_frame(spark, paths)
-    except Exception as exc:  # a path Spark cannot see: say so, for a Connect server above all
-        found = re.search(r"\[PATH_NOT_FOUND\][^:]*: (\S+)", str(exc))
-        if type(exc).__name__ != "AnalysisException" or found is None:
+    except Exception as exc:  # what Spark cannot read, named: a Connect server's paths above all
+        if type(exc).__name__ != "AnalysisException":
             raise
+        found = re.search(r"\[PATH_NOT_FOUND\][^:]*: (\S+)", str(exc))
+        if found is None:
+            raise KqplanError(f"Spark cannot read the usage files: {str(exc).strip().splitlines()[0]}",
+                              hint=COLUMNS_HINT) from None
         connect = type(spark).__module__.startswith("pyspark.sql.connect")
         raise KqplanError(
             f"Spark found no file at {found[1].removesuffix('.')}: the Spark engine reads --usage itself"
             + (", on the Spark Connect server's filesystem" if connect else ""),
-            hint="give a path the Spark executors can see (a shared filesystem) or a URI they can "
-            "read, such as s3a://bucket/usage/") from None
+            hint="give a path that this machine and the Spark executors (or the Connect server) both "
+            "see, on a shared filesystem") from None
 
 
 def _usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     from pyspark.sql import functions as F
 
+    # Files are read together only when Spark would read each the same way: CSV files by their
+    # header (Spark reads the others' columns by position), Parquet files by their types
     by_kind: dict[tuple[str, ...], list[str]] = {}
-    for path in (p.resolve() for p in usage_files(paths)):  # relative paths are this process's
+    for path in (p.absolute() for p in usage_files(paths)):  # relative paths are this process's
         kind = (("parquet", *_parquet_types(path)) if path.suffix == ".parquet"
-                else ("csv",) if path.suffix == ".csv" else ("json",))
+                else ("csv", *_csv_header(path)) if path.suffix == ".csv" else ("json",))
         by_kind.setdefault(kind, []).append(str(path))
     frames = []
     for kind, files in sorted(by_kind.items()):
+        nanos = any(k.startswith("ts:timestamp[ns") for k in kind)
         if kind[0] == "csv":
             frame = spark.read.option("header", True).csv(files)  # every column a string
         elif kind[0] == "json":
             frame = spark.read.option("primitivesAsString", True).json(files)
-        else:  # Parquet files are read together when their columns have the same types
+        else:
+            if nanos:  # Spark reads TIMESTAMP(NANOS) only as a count (this session, from now on)
+                spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
             frame = spark.read.parquet(*files)
         present = set(frame.columns)
 
         def column(name: str, present: set[str] = present) -> Any:
             return F.col(f"`{name}`").cast("string") if name in present else F.lit(None).cast("string")
 
-        seconds, ts_text = _timestamp(frame)
+        seconds, ts_text = _timestamp(frame, nanos=nanos)
         frames.append(frame.select(
             column("cluster").alias("cluster"), column("user").alias("user"),
             F.coalesce(column("client_id"), F.lit("")).alias("client_id"),
@@ -138,7 +170,10 @@ def _usage_frame(spark: Any, paths: Sequence[Path]) -> Any:
     has_value = F.col("raw").isNotNull() & (F.col("raw") != "")
     unnamed = (F.col("cluster").isNull() | (F.col("cluster") == "") | F.col("user").isNull()
                | (F.col("user") == ""))
-    not_number = has_value & F.col("raw").try_cast("double").isNull()  # Spark 4 is ANSI: cast would throw
+    # the local reader's rule (kqplan.fleet.usage.number): NUMBER's spelling, a finite value;
+    # try_cast, as Spark 4 is ANSI (a cast would throw); NaN is above infinity in Spark's order
+    not_number = has_value & (~F.col("raw").rlike(NUMBER)
+                              | ~(F.abs(F.col("raw").try_cast("double")) < F.lit(float("inf"))))
     no_time = F.col("ts_text").isNotNull() & (F.col("ts_text") != "") & F.col("ts").isNull()
     # one pass over the data finds the first problem of any kind
     problem = stacked.where(unnamed | not_number | no_time).select(
@@ -181,17 +216,22 @@ def quota_entries(spark: Any, states: Mapping[str, QuotaState]) -> Any:
     return frame_of(spark, rows, _ENTRY)
 
 
+KEYS = ["cluster", "user", "client_id", "key"]
+
+
 def usage_table(spark: Any, usage: Any, clusters: Sequence[str], q: float | None) -> Any:
     """Every observed principal of ``clusters`` × the four keys, with ``usage``: the statistic
-    (max, or Spark SQL's exact ``percentile``) over its samples, null for a key without samples."""
+    (max, or Spark SQL's exact ``percentile``) over its samples, null for a key without samples;
+    and ``untimed``, its samples without a ``ts``."""
     from pyspark.sql import functions as F
 
     samples = usage.where(F.col("value").isNotNull())
-    stats = samples.groupBy("cluster", "user", "client_id", "key").agg(_statistic("value", q).alias("usage"))
+    stats = samples.groupBy(*KEYS).agg(_statistic("value", q).alias("usage"),
+                                       F.count(F.when(F.col("ts").isNull(), 1)).alias("untimed"))
     principals = (usage.select("cluster", "user", "client_id").distinct()
                   .where(F.col("cluster").isin(list(clusters)))
                   .crossJoin(frame_of(spark, [(k,) for k in USAGE_KEYS], "key string")))
-    return principals.join(stats, ["cluster", "user", "client_id", "key"], "left")
+    return principals.join(stats, KEYS, "left")
 
 
 def _statistic(column: str, q: float | None) -> Any:
@@ -200,11 +240,11 @@ def _statistic(column: str, q: float | None) -> Any:
     return F.max(column) if q is None else F.expr(f"percentile(`{column}`, {q!r})")
 
 
-def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
-    """``table`` (``cluster, user, client_id, key``, …) with a struct column ``label`` =
-    ``(rank, value, source, tag_user, tag_client)`` of the entry of ``entries``
+def winners(spark: Any, table: Any, entries: Any, label: str) -> Any:
+    """``(cluster, user, client_id, key, label)`` for the principal-keys of ``table``, ``label`` a
+    struct ``(rank, value, source, tag_user, tag_client)`` of the entry of ``entries``
     (:func:`quota_entries`) that supplies the key — the first of the eight precedence levels that
-    sets it (the entries broadcast) — or null where none does (unlimited). ``tag_user`` and
+    sets it (the entries broadcast); no row where none does (unlimited). ``tag_user`` and
     ``tag_client`` say which of the connection's names the key's bucket carries
     (:func:`kqplan.core.buckets.bucket`)."""
     from pyspark.sql import functions as F
@@ -219,68 +259,83 @@ def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
         return (F.when(match == Match.NAME.value, F.concat(F.lit("N:"), name))
                 .when(match == Match.DEFAULT.value, F.lit("D")).otherwise(F.lit("A")))
 
-    probes = (table.select("cluster", "user", "client_id", "key").crossJoin(levels)
+    probes = (table.select(*KEYS).crossJoin(levels)
               .where(~((F.col("client_id") == F.lit("")) & ~F.col("empty_ok")))  # empty: 2 levels only
               .withColumn("u", slot(F.col("u_match"), F.col("user")))
               .withColumn("c", slot(F.col("c_match"), F.col("client_id"))))
     hits = probes.join(F.broadcast(entries), ["cluster", "u", "c", "key"])
-    winner = (hits.groupBy("cluster", "user", "client_id", "key")  # lowest rank wins
-              .agg(F.min(F.struct("rank", "value", "source", "tag_user", "tag_client")).alias(label)))
-    return table.join(winner, ["cluster", "user", "client_id", "key"], "left")
+    return (hits.groupBy(*KEYS)  # lowest rank wins
+            .agg(F.min(F.struct("rank", "value", "source", "tag_user", "tag_client")).alias(label)))
 
 
-def _with_groups(table: Any, usage: Any, *, side: str, q: float | None, window: float,
-                 untimed: Sequence[str]) -> Any:
-    """``table`` with ``{side}_bu``/``{side}_bc`` (the bucket's user and client-id tags; both null:
-    unlimited) and ``{side}_group_usage``: per window, each member's mean summed over the bucket,
-    then the statistic over the windows; in an ``untimed`` cluster the members' statistics summed."""
+def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
+    """``table`` (``cluster, user, client_id, key``, …) with the struct column ``label`` of
+    :func:`winners`, null where no entry supplies the key (unlimited)."""
+    return table.join(winners(spark, table, entries, label), KEYS, "left")
+
+
+def _bucket_usage(base: Any, won: Any, means: Any, *, side: str, q: float | None,
+                  untimed: Sequence[str]) -> Any:
+    """``(g_cluster, g_key, g_bu, g_bc, {side}_group_usage)`` per bucket of one side: per window,
+    each member's mean summed over the bucket, then the statistic over the windows; in an
+    ``untimed`` cluster the members' statistics summed. ``g_bu``/``g_bc``: the bucket's user and
+    client-id tags (null when the bucket does not carry that name)."""
     from pyspark.sql import functions as F
 
-    keys = ["cluster", "user", "client_id", "key"]
-    bu, bc = f"{side}_bu", f"{side}_bc"
-    table = (table.withColumn(bu, F.when(F.col(f"{side}.tag_user"), F.col("user")))
-             .withColumn(bc, F.when(F.col(f"{side}.tag_client"), F.col("client_id"))))
-    group = ["cluster", "key", bu, bc]
-    members = table.where(F.col(side).isNotNull()).select(*keys, bu, bc, "usage")
-    timed_samples = usage.where(F.col("value").isNotNull() & ~F.col("cluster").isin(list(untimed)))
-    means = (timed_samples.withColumn("w", F.floor(F.col("ts") / F.lit(window)))
-             .groupBy(*keys, "w").agg(F.avg("value").alias("mean")))
-    windows = (members.join(means, keys).groupBy(*group, "w").agg(F.sum("mean").alias("total")))
-    timed = windows.groupBy(*group).agg(_statistic("total", q).alias(f"{side}_group_usage"))
+    members = base.join(won, KEYS).select(
+        *KEYS, "usage", F.when(F.col(f"{side}.tag_user"), F.col("user")).alias("bu"),
+        F.when(F.col(f"{side}.tag_client"), F.col("client_id")).alias("bc"))
+    group = ["cluster", "key", "bu", "bc"]
+    total = f"{side}_group_usage"
+    timed = (members.join(means, KEYS).groupBy(*group, "w").agg(F.sum("mean").alias("window"))
+             .groupBy(*group).agg(_statistic("window", q).alias(total)))
     summed = (members.where(F.col("cluster").isin(list(untimed)) & F.col("usage").isNotNull())
-              .groupBy(*group).agg(F.sum("usage").alias(f"{side}_group_usage")))
-    # a bucket's tags are its identity, compared null-safe (a user bucket's client-id tag is null);
-    # renamed first: the totals derive from the table itself
-    totals = timed.unionByName(summed).select(*(F.col(c).alias(f"g_{c}") for c in group),
-                                              f"{side}_group_usage")
-    condition = [F.col(c).eqNullSafe(F.col(f"g_{c}")) for c in group]
-    return table.join(totals, condition, "left").drop(*(f"g_{c}" for c in group))
+              .groupBy(*group).agg(F.sum("usage").alias(total)))
+    return timed.unionByName(summed).select(*(F.col(c).alias(f"g_{c}") for c in group), total)
 
 
 def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
                 q: float | None, *, window: float = DEFAULT_WINDOW) -> Impact:
     """The rows of :func:`kqplan.fleet.impact.impact_rows` from a usage frame (:func:`usage_frame`,
     :func:`samples_frame`), by joining every principal against the eight precedence levels (the
-    quota side broadcast), taking the first that sets the key, and summing each bucket's usage."""
+    quota side broadcast), taking the first that sets the key, and summing each bucket's usage.
+    The usage is read twice (the per-principal statistics, the window means, each kept in memory
+    for both sides), whatever the number of joins after."""
     from pyspark.sql import functions as F
 
     usage = usage.where(F.col("cluster").isin(list(states)))
-    untimed = sorted(r[0] for r in usage.where(F.col("value").isNotNull() & F.col("ts").isNull())
-                     .select("cluster").distinct().collect())
-    table = usage_table(spark, usage, list(states), q)
-    for side, label in ((0, "before"), (1, "after")):
-        entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
-        table = with_effective(spark, table, entries, label)
-        table = _with_groups(table, usage, side=label, q=q, window=window, untimed=untimed)
-    after, group_usage = F.col("after.value"), F.col("after_group_usage")
-    table = table.select(
-        "cluster", "user", "client_id", "key", "usage",
-        F.col("before.value"), F.col("before.source"), "before_bu", "before_bc", "before_group_usage",
-        after, F.col("after.source"), "after_bu", "after_bc", group_usage,
-        F.when(group_usage.isNotNull() & after.isNotNull() & (after != 0), group_usage / after),
-        F.coalesce(group_usage > after, F.lit(False)))
+    base = usage_table(spark, usage, list(states), q).persist()
+    untimed = sorted(r[0] for r in base.where(F.col("untimed") > 0).select("cluster").distinct().collect())
+    means = (usage.where(F.col("value").isNotNull() & ~F.col("cluster").isin(untimed))
+             .withColumn("w", F.floor(F.col("ts") / F.lit(window)))
+             .groupBy(*KEYS, "w").agg(F.avg("value").alias("mean"))).persist()
+    try:
+        table = base
+        for side, label in ((0, "before"), (1, "after")):
+            entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
+            won = winners(spark, base, entries, label)
+            totals = _bucket_usage(base, won, means, side=label, q=q, untimed=untimed)
+            tags = (F.when(F.col(f"{label}.tag_user"), F.col("user")),
+                    F.when(F.col(f"{label}.tag_client"), F.col("client_id")))
+            table = (table.join(won, KEYS, "left")
+                     .withColumn(f"{label}_bu", tags[0]).withColumn(f"{label}_bc", tags[1]))
+            # a bucket's tags are its identity, compared null-safe (a user bucket has no client-id tag)
+            same = [F.col(mine).eqNullSafe(F.col(theirs)) for mine, theirs in (
+                ("cluster", "g_cluster"), ("key", "g_key"), (f"{label}_bu", "g_bu"), (f"{label}_bc", "g_bc"))]
+            table = table.join(totals, same, "left").drop("g_cluster", "g_key", "g_bu", "g_bc")
+        after, group_usage = F.col("after.value"), F.col("after_group_usage")
+        table = table.select(
+            "cluster", "user", "client_id", "key", "usage",
+            F.col("before.value"), F.col("before.source"), "before_bu", "before_bc", "before_group_usage",
+            after, F.col("after.source"), "after_bu", "after_bc", group_usage,
+            F.when(group_usage.isNotNull() & after.isNotNull() & (after != 0), group_usage / after),
+            F.coalesce(group_usage > after, F.lit(False)))
+        collected = collect_rows(table)
+    finally:
+        base.unpersist()
+        means.unpersist()
     rows = sorted(ImpactRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _shown(r[7], r[8]), r[9], r[10], r[11],
-                            _shown(r[12], r[13]), r[14], r[15], r[16]) for r in collect_rows(table))
+                            _shown(r[12], r[13]), r[14], r[15], r[16]) for r in collected)
     # The entries nobody resolves to, from the rows already here (a second Spark job would
     # recompute the whole join): quota entries of the state after the plan minus those used.
     used = {(r.cluster, r.after_source, r.key) for r in rows if r.after_source is not None}

@@ -16,13 +16,15 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kqplan.core.errors import KqplanError
 from kqplan.core.quotas import CLIENT_KEYS
+
+_T = TypeVar("_T")
 
 USAGE_KEYS: tuple[str, ...] = CLIENT_KEYS
 """producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate."""
@@ -34,6 +36,9 @@ TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
 """A ``ts`` written as an ISO 8601 date or time: a date, or a date and a time to the second (with
 up to 6 decimals), then ``Z``, an offset ``+HH:MM``, or nothing (UTC)."""
 _NUMBER, _TIME = re.compile(NUMBER), re.compile(TIME)
+TS_RANGE = (-62135596800.0, 253402300799.0)
+"""Seconds since the epoch a ``ts`` may name: the years 1 to 9999, as ISO 8601 writes them (a
+number beyond is milliseconds or nanoseconds, not seconds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,8 @@ def statistic(values: Sequence[float], q: float | None) -> float:
 
 _USAGE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 COLUMNS_HINT = f"columns: cluster, user, client_id, ts and any of {', '.join(USAGE_KEYS)}"
-TS_HINT = "write ts as seconds since the epoch or an ISO 8601 time, e.g. 2026-11-22T10:00:00Z"
+TS_HINT = ("write ts as seconds since the epoch (not milliseconds) or an ISO 8601 time, e.g. "
+           "2026-11-22T10:00:00Z")
 
 
 def usage_files(paths: Sequence[Path]) -> Iterator[Path]:
@@ -108,15 +114,30 @@ def _records(path: Path) -> Iterator[Mapping[str, object]]:
         yield from read_parquet(path).to_pylist()
     elif path.suffix == ".csv":
         with path.open(newline="", encoding="utf-8") as fh:
-            yield from csv.DictReader(fh)
+            yield from _utf8(path, csv.DictReader(fh))
     else:
         with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
+            for line_number, line in enumerate(_utf8(path, fh), start=1):
                 if line.strip():
                     try:
-                        yield json.loads(line)
+                        record = json.loads(line)
                     except json.JSONDecodeError as exc:
-                        raise KqplanError(f"{path}:{number}: not JSON: {exc.msg}") from None
+                        raise KqplanError(f"{path}:{line_number}: not JSON: {exc.msg}") from None
+                    if not isinstance(record, dict):
+                        raise KqplanError(f"{path}:{line_number}: not a JSON object", hint=COLUMNS_HINT)
+                    yield record
+
+
+def _utf8(path: Path, rows: Iterable[_T]) -> Iterator[_T]:
+    """``rows`` of a text file, a KqplanError naming the file where it is not UTF-8."""
+    try:
+        yield from rows
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from None
+
+
+def not_utf8(path: Path, exc: UnicodeDecodeError) -> KqplanError:
+    return KqplanError(f"{path}: not UTF-8 (byte {exc.start})", hint="save the usage file as UTF-8")
 
 
 def read_parquet(path: Path, *, schema_only: bool = False) -> Any:
@@ -132,21 +153,38 @@ def read_parquet(path: Path, *, schema_only: bool = False) -> Any:
                           ) from None
 
 
+def number(raw: object) -> float:
+    """A rate cell as a finite number (text spelled as :data:`NUMBER` says); ValueError otherwise,
+    as the Spark engine judges it (a boolean, ``1_000``, ``5d``, NaN and infinity are none)."""
+    if isinstance(raw, bool):
+        raise ValueError(raw)
+    try:
+        if isinstance(raw, int | float):
+            value = float(raw)
+        elif _NUMBER.match(text := str(raw)):
+            value = float(text)
+        else:
+            raise ValueError(raw)
+    except OverflowError:
+        raise ValueError(raw) from None
+    if not math.isfinite(value):
+        raise ValueError(raw)
+    return value
+
+
 def timestamp(raw: object) -> float | None:
-    """A ``ts`` cell as seconds since the epoch; None when empty; ValueError when it is no time."""
+    """A ``ts`` cell as seconds since the epoch; None when empty; ValueError when it is no time
+    (or seconds outside :data:`TS_RANGE`)."""
     if raw is None or raw == "":
         return None
     if isinstance(raw, dt.datetime):  # a Parquet timestamp (naive: UTC, as Spark reads it)
         return (raw if raw.tzinfo is not None else raw.replace(tzinfo=dt.UTC)).timestamp()
-    if isinstance(raw, bool):
-        raise ValueError(raw)
-    if isinstance(raw, int | float):
-        if not math.isfinite(raw):
-            raise ValueError(raw)
-        return float(raw)
     text = str(raw)
-    if _NUMBER.match(text):
-        return float(text)
+    if isinstance(raw, int | float) or _NUMBER.match(text):
+        seconds = number(raw)
+        if not TS_RANGE[0] <= seconds <= TS_RANGE[1]:
+            raise ValueError(raw)
+        return seconds
     if _TIME.match(text):
         when = dt.datetime.fromisoformat(text)
         return (when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)).timestamp()
@@ -175,8 +213,8 @@ def read_usage(paths: Sequence[Path]) -> Usage:
                 if raw is None or raw == "":
                     continue
                 try:
-                    value = float(raw)  # type: ignore[arg-type]
-                except (TypeError, ValueError):
+                    value = number(raw)
+                except ValueError:
                     raise KqplanError(f"{path}: row {i}: {key} is not a number: {raw!r}") from None
                 samples.append(Sample(cluster, user, client_id, key, value, ts))
     return Usage(samples, frozenset(principals))

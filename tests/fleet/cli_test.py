@@ -105,3 +105,15 @@ def test_impact_exits_1_when_any_cluster_fails_even_when_all_do(fleet, gate):
     assert partial.exit_code == 1
     assert "down: error:" in partial.stdout
     assert (out / "impact.parquet").exists()
+
+
+@pytest.mark.parametrize("window", ["0", "0.0001", "nan", "-60"])
+def test_a_window_too_short_to_count_is_refused(fleet, window):
+    usage = fleet / "usage.csv"
+    usage.write_text("cluster,user,client_id,producer_byte_rate,ts\neast,a,app,1.5,1\n")
+    result = fleet_cli(fleet, "impact", "--usage", usage, "--out", fleet / "out", "--cluster", "east",
+                       "--window", window)
+    assert result.exit_code == 1
+    assert "--window" in result.stderr
+    assert "at least 0.001" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -112,9 +112,84 @@ def test_a_path_spark_cannot_see_is_named_with_the_fix(spark: Any, tmp_path: Pat
     """What a Spark Connect server on another machine answers for a path only the driver sees."""
     import kqplan.fleet.spark_impact as engine
 
-    gone = tmp_path / "gone.csv"
+    gone = tmp_path / "gone.jsonl"
     monkeypatch.setattr(engine, "usage_files", lambda paths: iter([gone]))
-    with pytest.raises(KqplanError, match=r"Spark found no file at file:.*gone\.csv: the Spark engine "
+    with pytest.raises(KqplanError, match=r"Spark found no file at file:.*gone\.jsonl: the Spark engine "
                                           r"reads --usage itself") as err:
         usage_frame(spark, [gone])
-    assert "s3a://" in (err.value.hint or "")
+    assert "shared filesystem" in (err.value.hint or "")
+
+
+def test_csv_files_with_different_headers_are_read_by_name(spark: Any, tmp_path: Path) -> None:
+    """Spark reads CSV files together by column position: files with other headers (older exports
+    without ts) are read apart, so both engines see the same samples."""
+    directory = tmp_path / "usage"
+    directory.mkdir()
+    (directory / "a.csv").write_text("cluster,user,client_id,producer_byte_rate\nc,x,app,5\n")
+    (directory / "b.csv").write_text("cluster,user,client_id,ts,producer_byte_rate\nc,y,app,60,7\n")
+    (directory / "c.csv").write_text("user,cluster,producer_byte_rate,client_id\nz,c,9,app\n")
+    local = read_usage([directory])
+    assert sorted((s.user, s.value, s.ts) for s in local.samples) == [("x", 5.0, None), ("y", 7.0, 60.0),
+                                                                      ("z", 9.0, None)]
+    on_spark = spark_usage(spark, [directory])
+    assert sorted(on_spark.samples, key=Sample.sort_key) == sorted(local.samples, key=Sample.sort_key)
+
+
+@pytest.mark.parametrize(("column", "cell", "message"), [
+    ("ts", "1e400", "ts is not a time"), ("ts", "1e20", "ts is not a time"),
+    ("ts", "1764000000000", "ts is not a time"),  # milliseconds, not seconds
+    ("producer_byte_rate", "1_000", "is not a number"), ("producer_byte_rate", "5d", "is not a number"),
+    ("producer_byte_rate", "nan", "is not a number"), ("producer_byte_rate", "-inf", "is not a number"),
+    ("producer_byte_rate", " 12", "is not a number"),
+])
+def test_cells_are_judged_alike_by_both_engines(spark: Any, tmp_path: Path, column: str, cell: str,
+                                                message: str) -> None:
+    bad = tmp_path / "bad.csv"
+    values = {"ts": "1", "producer_byte_rate": "1", column: cell}
+    bad.write_text(f"cluster,user,client_id,ts,producer_byte_rate\nc,u,x,{values['ts']},"
+                   f"{values['producer_byte_rate']}\n")
+    with pytest.raises(KqplanError, match=message):
+        usage_frame(spark, [bad])
+    with pytest.raises(KqplanError, match=message):
+        read_usage([bad])
+
+
+@pytest.mark.parametrize(("name", "table"), [
+    ("nan-ts", {"ts": [float("nan")]}), ("inf-ts", {"ts": [float("inf")]}),
+    ("bool-rate", {"ts": [1.0], "producer_byte_rate": [True]}),
+])
+def test_parquet_cells_that_are_no_number_or_time_are_refused_by_both(spark: Any, tmp_path: Path, name: str,
+                                                                      table: dict[str, Any]) -> None:
+    bad = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.table({"cluster": ["c"], "user": ["u"], "producer_byte_rate": [1.0], **table}), bad)
+    with pytest.raises(KqplanError, match=r"is not a (time|number)"):
+        usage_frame(spark, [bad])
+    with pytest.raises(KqplanError, match=r"is not a (time|number)"):
+        read_usage([bad])
+
+
+def test_json_numbers_beyond_a_double_and_lines_that_are_no_object(spark: Any, tmp_path: Path) -> None:
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text('{"cluster": "c", "user": "u", "ts": 1' + "0" * 400 + ', "producer_byte_rate": 1}\n')
+    with pytest.raises(KqplanError, match="ts is not a time"):
+        usage_frame(spark, [huge])
+    with pytest.raises(KqplanError, match="ts is not a time"):
+        read_usage([huge])
+    listed = tmp_path / "list.jsonl"
+    listed.write_text("[1, 2]\n")
+    with pytest.raises(KqplanError, match=r"list\.jsonl:1: not a JSON object"):
+        read_usage([listed])
+
+
+def test_nanosecond_parquet_timestamps_read_alike(spark: Any, tmp_path: Path) -> None:
+    """pandas writes nanoseconds by default; Spark reads them only as a count."""
+    directory = tmp_path / "usage"
+    directory.mkdir()
+    when = pa.array([1_764_000_000_123_456_789], pa.timestamp("ns"))
+    pq.write_table(pa.table({"cluster": ["c"], "user": ["naive"], "producer_byte_rate": [1.0], "ts": when}),
+                   directory / "naive.parquet")
+    pq.write_table(pa.table({"cluster": ["c"], "user": ["aware"], "producer_byte_rate": [1.0],
+                             "ts": when.cast(pa.timestamp("ns", tz="UTC"))}), directory / "aware.parquet")
+    local = {s.user: s.ts for s in read_usage([directory]).samples}
+    assert local == pytest.approx({"naive": 1_764_000_000.123457, "aware": 1_764_000_000.123457})
+    assert {s.user: s.ts for s in spark_usage(spark, [directory]).samples} == pytest.approx(local)
