@@ -299,8 +299,8 @@ def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
     """The rows of :func:`kqplan.fleet.impact.impact_rows` from a usage frame (:func:`usage_frame`,
     :func:`samples_frame`), by joining every principal against the eight precedence levels (the
     quota side broadcast), taking the first that sets the key, and summing each bucket's usage.
-    The usage is read twice (the per-principal statistics, the window means, each kept in memory
-    for both sides), whatever the number of joins after."""
+    Two aggregates of the usage are computed once each and kept (the per-principal statistics, the
+    window means); the joins of both sides read only those."""
     from pyspark.sql import functions as F
 
     usage = usage.where(F.col("cluster").isin(list(states)))
