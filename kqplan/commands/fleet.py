@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Progress, Streams
@@ -16,6 +16,9 @@ from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import Plan
 from kqplan.fleet import clusters
 from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
+
+if TYPE_CHECKING:
+    from kqplan.fleet.impact import Impact
 
 MIN_WINDOW = 0.001
 """The shortest ``--window``: every window index of a ``ts`` in range stays exact (below 2^53)."""
@@ -191,7 +194,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     return ExitCode.ERROR if fail_on_throttle and hit else ExitCode.OK
 
 
-def impact_summary(impact: Any, states: Mapping[str, Any], errors: Mapping[str, str]
+def impact_summary(impact: Impact, states: Mapping[str, Any], errors: Mapping[str, str]
                    ) -> dict[str, dict[str, Any]]:
     """Per cluster: principals observed, buckets newly over their quota (each once, with its
     members' count), unlimited principals, unused entries, and whether bucket usage is windowed."""

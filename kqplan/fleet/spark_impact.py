@@ -274,6 +274,15 @@ def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
     return table.join(winners(spark, table, entries, label), KEYS, "left")
 
 
+def _bucket_tags(side: str) -> tuple[Any, Any]:
+    """The bucket's user and client-id tags of a principal-key on one side (:func:`winners`'s
+    struct ``side``): the connection's names the bucket carries, null for the others."""
+    from pyspark.sql import functions as F
+
+    return (F.when(F.col(f"{side}.tag_user"), F.col("user")),
+            F.when(F.col(f"{side}.tag_client"), F.col("client_id")))
+
+
 def _bucket_usage(base: Any, won: Any, means: Any, *, side: str, q: float | None,
                   untimed: Sequence[str]) -> Any:
     """``(g_cluster, g_key, g_bu, g_bc, {side}_group_usage)`` per bucket of one side: per window,
@@ -282,9 +291,8 @@ def _bucket_usage(base: Any, won: Any, means: Any, *, side: str, q: float | None
     client-id tags (null when the bucket does not carry that name)."""
     from pyspark.sql import functions as F
 
-    members = base.join(won, KEYS).select(
-        *KEYS, "usage", F.when(F.col(f"{side}.tag_user"), F.col("user")).alias("bu"),
-        F.when(F.col(f"{side}.tag_client"), F.col("client_id")).alias("bc"))
+    bu, bc = _bucket_tags(side)
+    members = base.join(won, KEYS).select(*KEYS, "usage", bu.alias("bu"), bc.alias("bc"))
     group = ["cluster", "key", "bu", "bc"]
     total = f"{side}_group_usage"
     timed = (members.join(means, KEYS).groupBy(*group, "w").agg(F.sum("mean").alias("window"))
@@ -315,10 +323,8 @@ def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
             entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
             won = winners(spark, base, entries, label)
             totals = _bucket_usage(base, won, means, side=label, q=q, untimed=untimed)
-            tags = (F.when(F.col(f"{label}.tag_user"), F.col("user")),
-                    F.when(F.col(f"{label}.tag_client"), F.col("client_id")))
-            table = (table.join(won, KEYS, "left")
-                     .withColumn(f"{label}_bu", tags[0]).withColumn(f"{label}_bc", tags[1]))
+            bu, bc = _bucket_tags(label)
+            table = table.join(won, KEYS, "left").withColumn(f"{label}_bu", bu).withColumn(f"{label}_bc", bc)
             # a bucket's tags are its identity, compared null-safe (a user bucket has no client-id tag)
             same = [F.col(mine).eqNullSafe(F.col(theirs)) for mine, theirs in (
                 ("cluster", "g_cluster"), ("key", "g_key"), (f"{label}_bu", "g_bu"), (f"{label}_bc", "g_bc"))]
