@@ -6,7 +6,14 @@ Run: .venv/bin/python benchmarks/fleet.py [--sizes plan1,plan10,usage1m,usage10m
 - ``plan1`` / ``plan10``: ``kqplan fleet plan --out DIR`` over 1 and 10 clusters of 100k entities
   each (offline: snapshots, generate.py's drifted state), ``--engine local`` then ``spark``.
 - ``usage1m`` / ``usage10m``: ``kqplan fleet impact --stat p99`` over 10 clusters of 10k entities
-  with 1M and 10M usage samples (Parquet, 100k principals).
+  with 1M and 10M usage samples (Parquet, 100k principal draws: 20k distinct principals), side by
+  side on the same files with the floors under each engine (issue 28): DuckDB doing the same impact
+  join alone (``impact_duckdb.py``: the statistics, window sums and statistic over windows in SQL,
+  the bucket of each principal's key given as a table computed here, off the clock, with kqplan's
+  core from the same snapshot states), in both of its formulations, and Spark's own plain
+  aggregation (``impact_spark_plain.py``: a local[*] session reading the same files, exact
+  percentile per principal and key, written to Parquet). Then the ratios: local / DuckDB,
+  Spark engine / Spark plain.
 - ``usageNm`` for any N (e.g. ``usage30m``): to find where the local engine passes the budget.
 
 Peak memory is the largest sum of RSS over the command's process tree, sampled every 50 ms from
@@ -16,6 +23,7 @@ Peak memory is the largest sum of RSS over the command's process tree, sampled e
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -124,6 +132,77 @@ def write_usage(directory: Path, samples: int, clusters: int, n: int, principals
     return directory
 
 
+def write_buckets(home: Path, usage: Path, path: Path) -> Path:
+    """The bucket table ``impact_duckdb.py`` is given: per observed principal and key, the number
+    of the bucket its quota is enforced in before (side 0) and after (side 1) each cluster's plan
+    (null: unlimited), from the fleet's snapshot states, by kqplan's core."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kqplan.config.find import load_config
+    from kqplan.core.buckets import bucket_of
+    from kqplan.core.plan import apply_ops
+    from kqplan.core.resolve import QuotaIndex, effective
+    from kqplan.fleet import clusters
+    from kqplan.fleet.usage import USAGE_KEYS
+
+    if path.exists():
+        return path
+    config = load_config(home / "kqplan.toml")
+    results = clusters.each(clusters.select(config, []), lambda entry: clusters.plan(entry, config))
+    states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes)) for r in results
+              if r.value is not None}
+    indexes = {c: (QuotaIndex.of(b), QuotaIndex.of(a)) for c, (b, a) in states.items()}
+    principals = duckdb.connect().execute(
+        f"SELECT DISTINCT cluster, \"user\", coalesce(client_id, '') FROM read_parquet('{usage}/*.parquet')"
+    ).fetchall()
+    numbers: dict[tuple[object, ...], int] = {}
+    names = ("cluster", "user", "client_id", "key", "side", "bucket")
+    columns: dict[str, list[object]] = {c: [] for c in names}
+    for cluster, user, client_id in principals:
+        for side in (0, 1):
+            for key, (_, source) in zip(USAGE_KEYS, effective(indexes[cluster][side], user, client_id),
+                                        strict=True):
+                group = bucket_of(source, user, client_id)
+                slot = (side, cluster, key, group)
+                number = None if group is None else numbers.setdefault(slot, len(numbers))
+                for column, value in zip(columns, (cluster, user, client_id, key, side, number), strict=True):
+                    columns[column].append(value)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def impact_runs(work: Path, size: str) -> tuple[str, list[tuple[str, list[str]]], Path]:
+    """The impact workload of ``size`` (``usageNm``): its label, its runs, its fleet's directory."""
+    samples = int(float(size.removeprefix("usage").removesuffix("m")) * 1_000_000)
+    home = write_fleet(work, 10, 10_000)
+    usage = write_usage(work / f"usage-{size}", samples, 10, 10_000)
+    buckets = write_buckets(home, usage, work / f"buckets-{size}.parquet")
+    label = f"fleet impact --stat p99, {samples / 1e6:g}M samples, 10 x 10k entities"
+    runs = [(f"kqplan --engine {engine}",
+             [str(KQPLAN), "fleet", "impact", "--usage", str(usage), "--stat", "p99",
+              "--out", str(home / f"impact-{size}-{engine}"), "--engine", engine])
+            for engine in ("local", "spark")]
+    here = Path(__file__).resolve().parent
+    runs += [(f"DuckDB alone, {variant}",
+              [sys.executable, str(here / "impact_duckdb.py"), str(usage), str(buckets),
+               str(home / f"duckdb-{size}-{variant}.parquet"), "--variant", variant])
+             for variant in ("per-key", "one-query")]
+    runs.append(("Spark alone, plain percentile",
+                 [sys.executable, str(here / "impact_spark_plain.py"), str(usage),
+                  str(home / f"spark-plain-{size}")]))
+    runs.append(("Spark alone, plain percentile, wide",
+                 [sys.executable, str(here / "impact_spark_plain.py"), str(usage),
+                  str(home / f"spark-plain-wide-{size}"), "--wide"]))
+    return label, runs, home
+
+
+RATIOS = (("kqplan --engine local", ("DuckDB alone, per-key", "DuckDB alone, one-query")),
+          ("kqplan --engine spark", ("Spark alone, plain percentile", "Spark alone, plain percentile, wide")))
+"""Each engine over the fastest of its floors."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="plan1,plan10,usage1m,usage10m")
@@ -144,16 +223,16 @@ def main() -> None:
             runs = [(engine, [*base, str(home / f"out-{engine}"), "--engine", engine]) for engine in
                     ("local", "spark")]
         else:
-            samples = int(float(size.removeprefix("usage").removesuffix("m")) * 1_000_000)
-            home = write_fleet(work, 10, 10_000)
-            usage = write_usage(work / f"usage-{size}", samples, 10, 10_000)
-            label = f"fleet impact --stat p99, {samples / 1e6:g}M samples, 10 x 10k entities"
-            runs = [(engine, [str(KQPLAN), "fleet", "impact", "--usage", str(usage), "--stat", "p99",
-                              "--out", str(home / f"impact-{size}-{engine}"), "--engine", engine])
-                    for engine in ("local", "spark")]
+            label, runs, home = impact_runs(work, size)
+        walls: dict[str, float] = {}
         for engine, command in runs:
             wall, peak, verdict = measure(command, budget, home)
+            walls[engine] = wall if verdict == "ok" else math.nan
             print(f"| {label} | {engine} | {wall:.1f} | {peak / 2**20:.0f} | {verdict} |", flush=True)
+        for mine, floors in RATIOS:
+            if mine in walls and all(f in walls for f in floors):
+                floor = min(floors, key=walls.__getitem__)
+                print(f"|   | {mine} / {floor} | {walls[mine] / walls[floor]:.2f}x | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,12 @@ FleetEngineOpt = Annotated[str, typer.Option("--engine", metavar="ENGINE", help=
 FleetFormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help="text | markdown | json")]
 SparkMasterOpt = Annotated[str | None, typer.Option(
     "--spark-master", metavar="URL", help="Spark master for --engine spark (default local[*]).")]
+UsageOpt = Annotated[list[str] | None, typer.Option(
+    "--usage", metavar="PATH|URI", help=(
+        "Usage samples: CSV, JSON lines or Parquet files or directories (repeatable); with --engine spark "
+        "also URIs Spark reads (file://, s3a://, gs://, abfss://, hdfs://)."))]
+UsageTableOpt = Annotated[list[str] | None, typer.Option(
+    "--usage-table", metavar="NAME", help="With --engine spark: a table of Spark's catalog (repeatable).")]
 SparkRemoteOpt = Annotated[str | None, typer.Option(
     "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")]
 
@@ -41,10 +47,10 @@ def fleet_snapshot(
 
 @fleet_app.command("impact")
 def fleet_impact(
-    usage: Annotated[list[Path], typer.Option(
-        "--usage", metavar="FILE|DIR", help="Usage samples: CSV, JSON lines or Parquet (repeatable).")],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR",
-                                      help="Write impact.parquet, unused.parquet and charts.")],
+    out: Annotated[str, typer.Option("--out", metavar="DIR|URI", help=(
+        "Write impact.parquet, unused.parquet and charts; with --engine spark a URI, where Spark writes "
+        "the tables itself."))],
+    usage: UsageOpt = None,
     cluster: FleetClustersOpt = None,
     stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "max",
     window: Annotated[float, typer.Option(
@@ -57,6 +63,7 @@ def fleet_impact(
         help="Exit 1 when a principal's bucket is over its quota after the plan, not before.")] = False,
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
+    usage_table: UsageTableOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Which observed clients each cluster's plan would throttle (per quota bucket, as Kafka shares
@@ -65,7 +72,8 @@ def fleet_impact(
 
     use_config(config)
     return run(lambda: impact_command(
-        project_config(), cluster or [], usage=usage, stat=stat, window=window,
+        project_config(), cluster or [], usage=usage or [], tables=usage_table or [], stat=stat,
+        window=window,
         engine=choice(Engine, engine, "--engine"),
         out=out, fmt=choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
         streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote),
@@ -76,8 +84,10 @@ def fleet_impact(
 def fleet_plan(
     cluster: FleetClustersOpt = None,
     engine: FleetEngineOpt = "local",
-    out: Annotated[Path | None, typer.Option(
-        "--out", metavar="DIR", help="Write DIR/changes.parquet (one row per changed key).")] = None,
+    out: Annotated[str | None, typer.Option(
+        "--out", metavar="DIR|URI", help=(
+            "Write DIR/changes.parquet (one row per changed key); with --engine spark a URI, where Spark "
+            "writes it itself."))] = None,
     fmt: FleetFormatOpt = "text",
     detailed_exitcode: Annotated[bool, typer.Option(
         "--detailed-exitcode", help="Exit 2 when any cluster would change (0: none, 1: error).")] = False,
@@ -98,10 +108,9 @@ def fleet_plan(
 
 @fleet_app.command("rightsize")
 def fleet_rightsize(
-    usage: Annotated[list[Path], typer.Option(
-        "--usage", metavar="FILE|DIR", help="Usage samples: CSV, JSON lines or Parquet (repeatable).")],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
+    out: Annotated[str, typer.Option("--out", metavar="DIR", help=(
         "Write DIR/<cluster>/rightsize.yaml, DIR/proposals.parquet and DIR/proposals.md."))],
+    usage: UsageOpt = None,
     cluster: FleetClustersOpt = None,
     stat: Annotated[str, typer.Option("--stat", metavar="STAT", help="max | pNN (e.g. p99)")] = "p99",
     headroom: Annotated[float, typer.Option(
@@ -113,18 +122,24 @@ def fleet_rightsize(
         help="Floor for a key, e.g. producer_byte_rate=1MiB (repeatable).")] = None,
     label: Annotated[list[str] | None, typer.Option(
         "--label", metavar="KEY=VALUE", help="A label of the written manifests (repeatable).")] = None,
+    window: Annotated[float, typer.Option(
+        "--window", metavar="SECONDS",
+        help="A bucket's usage: each member's mean per window of this many seconds (by ts), summed.")] = 60.0,
     engine: FleetEngineOpt = "local",
     fmt: FleetFormatOpt = "text",
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
+    usage_table: UsageTableOpt = None,
     config: ConfigOpt = None,
 ) -> int:
-    """Proposed quotas from observed usage (statistic x headroom, rounded up), as manifests per cluster."""
+    """Proposed quotas from observed usage, per quota bucket (the bucket's usage x headroom, rounded up),
+    as manifests per cluster."""
     from kqplan.commands.fleet import Engine, FleetFormat, rightsize_command
 
     use_config(config)
     return run(lambda: rightsize_command(
-        project_config(), cluster or [], usage=usage, stat=stat, headroom=headroom, tolerance=tolerance,
-        mins=minimum or [], labels=label or [], engine=choice(Engine, engine, "--engine"), out=out,
-        fmt=choice(FleetFormat, fmt, "--format"), streams=console_streams(), spark_master=spark_master,
-        spark_remote=spark_remote), json_errors=fmt == "json")
+        project_config(), cluster or [], usage=usage or [], tables=usage_table or [], stat=stat,
+        headroom=headroom, tolerance=tolerance,
+        mins=minimum or [], labels=label or [], window=window, engine=choice(Engine, engine, "--engine"),
+        out=out, fmt=choice(FleetFormat, fmt, "--format"), streams=console_streams(),
+        spark_master=spark_master, spark_remote=spark_remote), json_errors=fmt == "json")

@@ -18,7 +18,7 @@ from kqplan.fleet import clusters
 from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
 
 if TYPE_CHECKING:
-    from kqplan.fleet.impact import Impact
+    from kqplan.fleet.impact import ClusterImpact
 
 MIN_WINDOW = 0.001
 """The shortest ``--window``: every window index of a ``ts`` in range stays exact (below 2^53)."""
@@ -68,13 +68,12 @@ def snapshot_command(config: ProjectConfig, names: Sequence[str], *, out: Path, 
     return ExitCode.ERROR if failed else ExitCode.OK
 
 
-def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine, out: Path | None,
+def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine, out: str | Path | None,
                  fmt: FleetFormat, detailed_exitcode: bool, streams: Streams,
                  spark_master: str | None = None, spark_remote: str | None = None) -> int:
     """Every cluster's plan (``kqplan plan --cluster``'s semantics), the change rows, a summary."""
+    local_out = _out_for(engine, out) if out is not None else None
     entries = clusters.select(config, names)
-    if out is not None and out.exists() and not out.is_dir():
-        raise KqplanError(f"--out {out} is a file", hint="give a directory for changes.parquet")
 
     def work(entry: Any) -> tuple[Plan, Any]:
         plan, desired, actual = clusters.plan(entry, config)
@@ -86,31 +85,40 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
         results = clusters.each(entries, work, progress=progress, label="Planning")
         rows: list[ChangeRow] = []
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import change_rows
+            from kqplan.fleet.spark import change_frame, collect_rows
+            from kqplan.fleet.spark_tables import CHANGES, join_uri
 
             with _spark(streams, progress, spark_master, spark_remote, "Joining on Spark") as spark:
-                rows = change_rows(spark, [r.value[1] for r in results if r.value is not None])
+                frame = change_frame(spark, [r.value[1] for r in results if r.value is not None])
+                if out is not None and local_out is None:  # a URI: Spark writes the table there
+                    frame = frame.persist()
+                    frame.write.mode("overwrite").parquet(join_uri(str(out), CHANGES))
+                    changed_keys = frame.count()
+                    frame.unpersist()
+                else:
+                    rows = sorted(ChangeRow(*r) for r in collect_rows(frame))
+                    changed_keys = len(rows)
         else:
             rows = sorted(row for r in results if r.value is not None for row in r.value[1])
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_parquet(rows, out / "changes.parquet")
+            changed_keys = len(rows)
+    if local_out is not None:
+        local_out.mkdir(parents=True, exist_ok=True)
+        write_parquet(rows, local_out / "changes.parquet")
     plans = {r.cluster: r.value[0] for r in results if r.value is not None}
     errors = {r.cluster: r.error for r in results if r.error is not None}
-    streams.print(render(plans, errors, rows, fmt), end="")
+    streams.print(render(plans, errors, changed_keys, fmt), end="")
     if errors:
         return ExitCode.ERROR
     changed = any(p.has_changes for p in plans.values())
     return ExitCode.CHANGES if detailed_exitcode and changed else ExitCode.OK
 
 
-def render(plans: dict[str, Plan], errors: dict[str, str], rows: Sequence[ChangeRow],
-           fmt: FleetFormat) -> str:
+def render(plans: dict[str, Plan], errors: dict[str, str], changed_keys: int, fmt: FleetFormat) -> str:
     names = sorted(plans.keys() | errors.keys())
     if fmt is FleetFormat.JSON:
         doc = {"clusters": [
             {"cluster": n, "error": errors.get(n), **_counts(plans.get(n))} for n in names],
-            "changed_keys": len(rows)}
+            "changed_keys": changed_keys}
         return json.dumps(doc, indent=2) + "\n"
     lines = []
     if fmt is FleetFormat.MARKDOWN:
@@ -132,7 +140,7 @@ def render(plans: dict[str, Plan], errors: dict[str, str], rows: Sequence[Change
                      f"{extra}")
     changed = sum(p.has_changes for p in plans.values())
     lines.append(f"Fleet: {len(names)} clusters, {changed} with changes, {len(errors)} failed; "
-                 f"{len(rows)} changed keys.")
+                 f"{changed_keys} changed keys.")
     return "\n".join(lines) + "\n"
 
 
@@ -143,23 +151,27 @@ def _counts(plan: Plan | None) -> dict[str, int | None]:
     return {"add": s.add, "change": s.change, "delete": s.delete, "unmanaged": len(plan.unmanaged)}
 
 
-def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[Path], stat: str,
-                   engine: Engine, out: Path, fmt: FleetFormat, fail_on_throttle: bool, streams: Streams,
-                   window: float = 60.0, spark_master: str | None = None,
-                   spark_remote: str | None = None) -> int:
+def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[str | Path], stat: str,
+                   engine: Engine, out: str | Path, fmt: FleetFormat, fail_on_throttle: bool,
+                   streams: Streams, window: float = 60.0, spark_master: str | None = None,
+                   spark_remote: str | None = None, tables: Sequence[str] = ()) -> int:
     """Observed usage against each cluster's quotas before and after its plan, per bucket (the
     connections Kafka makes share a quota): ``impact.parquet``, ``unused.parquet``, a chart per
-    cluster and a summary. Exit 1 when any cluster failed (the others' tables are written), or
-    with ``fail_on_throttle`` when a bucket goes over its quota."""
+    cluster and a summary. ``out`` a URI (Spark engine): Spark writes the tables there and only the
+    summaries come back. Exit 1 when any cluster failed (the others' tables are written), or with
+    ``fail_on_throttle`` when a bucket goes over its quota."""
     from kqplan.core.plan import apply_ops
-    from kqplan.fleet.impact import impact_rows
-    from kqplan.fleet.usage import parse_stat, read_usage
+    from kqplan.fleet.impact import summarize
+    from kqplan.fleet.tables import Histogram, chart, histogram, write_impact, write_unused
+    from kqplan.fleet.usage import parse_stat
 
     q = parse_stat(stat)
-    if not (math.isfinite(window) and window >= MIN_WINDOW):
-        raise KqplanError(f"--window {window:g} must be a number of seconds, at least {MIN_WINDOW:g}",
-                          hint="60 groups the samples by the minute")
+    _check_window(window)
+    usage = _usage_for(engine, usage, tables)
+    local_out = _out_for(engine, out)
     entries = clusters.select(config, names)
+    summary: dict[str, ClusterImpact]
+    histograms: dict[str, Histogram | None]
     with streams.progress(log_every=LOG_EVERY) as progress:
         results = clusters.each(entries, lambda entry: clusters.plan(entry, config),
                                 progress=progress, label="Planning")
@@ -168,58 +180,97 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
                   for r in results if r.value is not None}
         if engine is Engine.SPARK:
             from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
-            from kqplan.fleet.spark_impact import usage_frame
+            from kqplan.fleet.spark_tables import write_impact as spark_write_impact
+            from kqplan.fleet.spark_usage import usage_frame
 
             with _spark(streams, progress, spark_master, spark_remote,
                         "Resolving the usage on Spark") as spark:
-                # Spark reads the usage files itself: 10^7 samples never pass through this process
-                impact = spark_impact_rows(spark, states, usage_frame(spark, usage), q, window=window)
+                # Spark reads the usage itself: 10^7 samples never pass through this process
+                frame = usage_frame(spark, usage, tables, checked=False)  # checked as it is aggregated
+                if local_out is None:  # and writes the tables where the URI says
+                    summary, written = spark_write_impact(spark, states, frame, q, out=str(out),
+                                                          window=window)
+                    histograms = dict(written)
+                else:
+                    impact = spark_impact_rows(spark, states, frame, q, window=window)
         else:
-            observed = read_usage(usage)
-            progress(f"Resolving {len(observed.samples)} samples")
-            impact = impact_rows(states, observed, q, window=window)
-    out.mkdir(parents=True, exist_ok=True)
-    from kqplan.fleet.tables import chart, write_impact, write_unused
+            from kqplan.fleet.columnar import impact_of_files
 
-    rows, unused = impact.rows, impact.unused
-    write_impact(rows, out / "impact.parquet")
-    write_unused(unused, out / "unused.parquet")
-    charts = [chart(cluster, [r for r in rows if r.cluster == cluster], out / f"{cluster}-utilization.png")
-              for cluster in sorted(states)]
-    throttled = impact_summary(impact, states, errors)
-    streams.print(_impact_text(throttled, fmt, [str(c) for c in charts if c is not None]), end="")
+            # DuckDB reads the usage files and aggregates the samples; the core resolves each principal
+            impact = impact_of_files(states, [Path(u) for u in usage], q, window=window, progress=progress)
+    charts: list[str] = []
+    if local_out is not None:
+        local_out.mkdir(parents=True, exist_ok=True)
+        write_impact(impact.rows, local_out / "impact.parquet")
+        write_unused(impact.unused, local_out / "unused.parquet")
+        summary = summarize(impact, states)
+        histograms = {c: histogram([r for r in impact.rows if r.cluster == c]) for c in states}
+        charts = [str(path) for c in sorted(states)
+                  if (path := chart(c, histograms[c], local_out / f"{c}-utilization.png")) is not None]
+    else:
+        streams.warn(f"kqplan: the tables are in {out}; charts are drawn only into a local --out directory")
+    throttled = impact_summary(summary, errors)
+    streams.print(_impact_text(throttled, fmt, charts), end="")
     if errors:
         return ExitCode.ERROR
     hit = any(s.get("newly_throttled") for s in throttled.values())
     return ExitCode.ERROR if fail_on_throttle and hit else ExitCode.OK
 
 
-def impact_summary(impact: Impact, states: Mapping[str, Any], errors: Mapping[str, str]
-                   ) -> dict[str, dict[str, Any]]:
-    """Per cluster: principals observed, buckets newly over their quota (each once, with its
-    members' count), unlimited principals, unused entries, and whether bucket usage is windowed."""
-    from kqplan.fleet.impact import newly_throttled
+def _out_for(engine: Engine, out: str | Path) -> Path | None:
+    """``--out`` as a local directory, or None for a URI the Spark engine writes to itself (a
+    ``file://`` URI is a local directory for the local engine, Spark's to write for Spark)."""
+    from kqplan.fleet.usage import is_uri, local_paths
 
-    summary: dict[str, dict[str, Any]] = {}
-    for cluster in sorted(states):
-        mine = [r for r in impact.rows if r.cluster == cluster]
-        members: dict[tuple[str, str], set[tuple[str, str]]] = {}
-        for r in mine:
-            if r.after_group is not None:
-                members.setdefault((r.after_group, r.key), set()).add((r.user, r.client_id))
-        hit = {(r.after_group, r.key): r for r in newly_throttled(mine) if r.after_group is not None}
-        summary[cluster] = {
-            "principals": len({(r.user, r.client_id) for r in mine}),
-            "newly_throttled": [
-                {"bucket": group, "key": key, "members": len(members[group, key]),
-                 "usage": r.after_group_usage, "quota": r.after_value}
-                for (group, key), r in sorted(hit.items())],
-            "unlimited": len({(r.user, r.client_id) for r in mine
-                              if r.usage is not None and r.after_value is None}),
-            "unused_entries": sum(u.cluster == cluster for u in impact.unused),
-            "bucket_usage": "summed" if cluster in impact.untimed else "windowed",
-            "error": None}
-    return summary | {c: {"error": e} for c, e in sorted(errors.items())}
+    if not is_uri(out):
+        path = Path(out)
+        if path.exists() and not path.is_dir():
+            raise KqplanError(f"--out {path} is a file", hint="give a directory for the tables")
+        return path
+    if engine is Engine.SPARK:
+        return None
+    try:
+        return local_paths([out])[0]
+    except KqplanError:
+        raise KqplanError(f"--out {out}: the local engine writes local files",
+                          hint="add --engine spark: Spark writes to any filesystem its Hadoop layer has"
+                          ) from None
+
+
+def _usage_for(engine: Engine, usage: Sequence[str | Path], tables: Sequence[str]) -> list[str | Path]:
+    """``--usage`` and ``--usage-table`` checked for the engine: the local engine takes local paths
+    (``file://`` URIs as paths); the Spark engine paths, URIs and tables. A local path that does not
+    exist is an error before any cluster is described."""
+    from kqplan.fleet.usage import is_uri, local_paths, usage_files
+
+    if not usage and not tables:
+        raise KqplanError("no usage given", hint="give --usage PATH|URI (repeatable) or --usage-table NAME")
+    if engine is Engine.LOCAL:
+        paths = local_paths(usage, tables)
+        list(usage_files(paths))
+        return list(paths)
+    list(usage_files([Path(u) for u in usage if not is_uri(u)]))
+    return list(usage)
+
+
+def _check_window(window: float) -> None:
+    if not (math.isfinite(window) and window >= MIN_WINDOW):
+        raise KqplanError(f"--window {window:g} must be a number of seconds, at least {MIN_WINDOW:g}",
+                          hint="60 groups the samples by the minute")
+
+
+def impact_summary(summary: Mapping[str, ClusterImpact], errors: Mapping[str, str]
+                   ) -> dict[str, dict[str, Any]]:
+    """The summary as printed in JSON (and read by the text and Markdown forms)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cluster, s in sorted(summary.items()):
+        out[cluster] = {
+            "principals": s.principals,
+            "newly_throttled": [{"bucket": t.bucket, "key": t.key, "members": t.members, "usage": t.usage,
+                                 "quota": t.quota} for t in s.newly_throttled],
+            "unlimited": s.unlimited, "unused_entries": s.unused_entries,
+            "bucket_usage": "windowed" if s.windowed else "summed", "error": None}
+    return out | {c: {"error": e} for c, e in sorted(errors.items())}
 
 
 def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: Sequence[str]) -> str:
@@ -250,10 +301,11 @@ def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: S
                          f"{shown or 'none'}{bound}; {s['unlimited']} unlimited; {s['unused_entries']} "
                          "unused quota entries")
     return "\n".join(lines) + "\n"
-def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[Path], stat: str,
+def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[str | Path], stat: str,
                       headroom: float, tolerance: float, mins: Sequence[str], labels: Sequence[str],
-                      engine: Engine, out: Path, fmt: FleetFormat, streams: Streams,
-                      spark_master: str | None = None, spark_remote: str | None = None) -> int:
+                      engine: Engine, out: str | Path, fmt: FleetFormat, streams: Streams,
+                      window: float = 60.0, spark_master: str | None = None, spark_remote: str | None = None,
+                      tables: Sequence[str] = ()) -> int:
     """Proposed quotas from observed usage: ``out/<cluster>/rightsize.yaml`` (valid input for
     ``kqplan plan``), ``out/proposals.parquet``, ``out/proposals.md`` and a summary. Exit 1 when a
     cluster failed or a written manifest does not validate under the project's config."""
@@ -269,29 +321,31 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
         write_proposals,
     )
     from kqplan.fleet.proposals import render_text as render_summary
-    from kqplan.fleet.rightsize import Rules, proposal_rows, spark_proposal_rows
-    from kqplan.fleet.usage import read_usage, usage_files
+    from kqplan.fleet.rightsize import Rules, proposal_rows
+    from kqplan.fleet.usage import read_usage
     from kqplan.manifest.compile import load_desired
 
     rules = Rules.of(stat=stat, headroom=headroom, tolerance=tolerance, mins=mins, policy=config.policy)
+    _check_window(window)
     label_map = _labels(labels)
     entries = clusters.select(config, names)
     _check_folder_names(entries)
-    if out.exists() and not out.is_dir():
-        raise KqplanError(f"--out {out} is a file", hint="give a directory for the manifests and tables")
-    list(usage_files(usage))  # a missing --usage path is an error before any cluster is described
+    out = _manifest_dir(out)
+    usage = _usage_for(engine, usage, tables)  # a missing path: an error before any describe
     with streams.progress(log_every=LOG_EVERY) as progress:
         results = clusters.each(entries, _describe, progress=progress, label="Describing")
         states = {r.cluster: r.value[0] for r in results if r.value is not None}
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark_impact import usage_frame
+            from kqplan.fleet.spark_rightsize import spark_proposal_rows
+            from kqplan.fleet.spark_usage import usage_frame
 
             with _spark(streams, progress, spark_master, spark_remote, "Proposing on Spark") as spark:
-                rows = spark_proposal_rows(spark, states, usage_frame(spark, usage), rules)
+                frame = usage_frame(spark, usage, tables, checked=False)  # checked as it is aggregated
+                rows = spark_proposal_rows(spark, states, frame, rules, window=window)
         else:
-            samples = read_usage(usage).samples
+            samples = read_usage([Path(u) for u in usage]).samples
             progress(f"Proposing from {len(samples)} samples")
-            rows = proposal_rows(states, samples, rules)
+            rows = proposal_rows(states, samples, rules, window=window)
     out.mkdir(parents=True, exist_ok=True)
     write_proposals(rows, out / "proposals.parquet")
     outcomes: list[ClusterResult] = []
@@ -325,6 +379,20 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     else:
         streams.print(render_summary(outcomes, table), end="")
     return ExitCode.ERROR if invalid or any(o.error is not None for o in outcomes) else ExitCode.OK
+
+
+def _manifest_dir(out: str | Path) -> Path:
+    """rightsize's ``--out``: a local directory, as the manifests it writes are for review."""
+    from kqplan.fleet.usage import is_uri, local_paths
+
+    try:
+        path = local_paths([out])[0] if is_uri(out) else Path(out)
+    except KqplanError:
+        raise KqplanError(f"--out {out}: rightsize writes manifests to review, into a local directory",
+                          hint="give a directory of your repository's checkout") from None
+    if path.exists() and not path.is_dir():
+        raise KqplanError(f"--out {path} is a file", hint="give a directory for the manifests and tables")
+    return path
 
 
 def _check_folder_names(entries: Sequence[Any]) -> None:

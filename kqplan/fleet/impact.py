@@ -182,3 +182,51 @@ def newly_throttled(rows: Iterable[ImpactRow]) -> list[ImpactRow]:
     """Principal-keys whose bucket after the plan is over its quota, and whose bucket before the plan
     was not (or was unlimited)."""
     return [r for r in rows if r.would_throttle and not r.throttled_before]
+
+
+# -- the summary ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, order=True)
+class Throttled:
+    """A bucket that newly throttles some of its members (listed once, whatever their number)."""
+
+    bucket: str
+    key: str
+    members: int
+    """Its observed principals (after the plan)."""
+    usage: float | None
+    quota: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterImpact:
+    """One cluster's summary line."""
+
+    principals: int
+    newly_throttled: tuple[Throttled, ...]
+    unlimited: int
+    """Observed principals with usage of a key that no quota limits after the plan."""
+    unused_entries: int
+    windowed: bool
+    """False: some sample had no ts, so each bucket's usage is its members' statistics summed."""
+
+
+def summarize(impact: Impact, clusters: Iterable[str]) -> dict[str, ClusterImpact]:
+    """Per cluster: principals observed, buckets newly over their quota (each once, with its
+    members' count), unlimited principals, unused entries, and whether bucket usage is windowed."""
+    summary: dict[str, ClusterImpact] = {}
+    for cluster in sorted(clusters):
+        mine = [r for r in impact.rows if r.cluster == cluster]
+        members: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for r in mine:
+            if r.after_group is not None:
+                members.setdefault((r.after_group, r.key), set()).add((r.user, r.client_id))
+        hit = {(r.after_group, r.key): r for r in newly_throttled(mine) if r.after_group is not None}
+        summary[cluster] = ClusterImpact(
+            len({(r.user, r.client_id) for r in mine}),
+            tuple(Throttled(group, key, len(members[group, key]), r.after_group_usage, r.after_value)
+                  for (group, key), r in sorted(hit.items())),
+            len({(r.user, r.client_id) for r in mine if r.usage is not None and r.after_value is None}),
+            sum(u.cluster == cluster for u in impact.unused),
+            cluster not in impact.untimed)
+    return summary

@@ -19,7 +19,7 @@ from kqplan.core.entity import Entity, name_problem, visible
 from kqplan.core.quotas import QUOTA_KEYS
 from kqplan.core.state import QuotaState
 from kqplan.core.units import format_bytes, format_number
-from kqplan.fleet.rightsize import PROPOSAL_COLUMNS, Action, ProposalRow, Rules, round_up, target
+from kqplan.fleet.rightsize import PROPOSAL_COLUMNS, Action, ProposalRow, Rules, round_up, written_entity
 from kqplan.manifest.export import MODELINE, Skipped, _expressible, entity_lines, yaml_string, yaml_value
 
 MANIFEST_NAME = "rightsize.yaml"
@@ -40,17 +40,30 @@ def _now(row: ProposalRow) -> str:
     return f"{yaml_value(row.key, row.current_value)} from {row.current_source}"
 
 
-def reason(row: ProposalRow, rules: Rules) -> str:
-    """One line on why a key is written: the arithmetic, the bound that applied, what it replaces."""
+def reason(row: ProposalRow, rules: Rules, members: int = 1) -> str:
+    """One line on why a key is written: the arithmetic, the bound that applied, what it replaces;
+    for a bucket of several observed principals, that its usage is theirs together."""
     if row.action == Action.PIN:
-        return (f"{row.key}: pinned at its current {_now(row)}: {Entity.user(row.user).display} is now "
-                "set for this user's connections without a client-id")
+        return (f"{row.key}: pinned at {yaml_value(row.key, row.after_value)}, its bucket's value (now "
+                f"{_now(row)}): {Entity.user(row.user).display} is now set and would take it out of "
+                f"{row.bucket or 'its bucket'}")
     rounded = round_up(row.key, row.need)
     bound = (" (raised to the minimum)" if rounded is not None and row.proposal > rounded else
              " (capped at the [policy] maximum)" if rounded is not None and row.proposal < rounded else "")
+    shared = f" ({members} principals together)" if members > 1 else ""
     return (f"{row.key}: {row.action} to {yaml_value(row.key, row.proposal)}{bound}: {rules.stat} "
-            f"{_show(row.key, row.usage)} × {rules.headroom:g} = {_show(row.key, row.need)}; "
+            f"{_show(row.key, row.bucket_usage)}{shared} × {rules.headroom:g} = {_show(row.key, row.need)}; "
             f"now {_now(row)}")
+
+
+def _writes(rows: Sequence[ProposalRow]) -> dict[tuple[Entity, str], list[ProposalRow]]:
+    """(entity, key) -> the rows written there, in table order: a bucket's members share one."""
+    writes: dict[tuple[Entity, str], list[ProposalRow]] = {}
+    for row in rows:
+        entity = written_entity(row)
+        if entity is not None:
+            writes.setdefault((entity, row.key), []).append(row)
+    return writes
 
 
 def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalRow], state: QuotaState,
@@ -58,11 +71,9 @@ def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalR
     """The manifest of one cluster's proposals (``rows`` of that cluster, ``state`` its state now)."""
     writes: dict[Entity, dict[str, float]] = {}
     why: dict[Entity, list[str]] = {}
-    for row in rows:
-        if row.action != Action.KEEP:
-            entity = target(row.user, row.client_id)
-            writes.setdefault(entity, {})[row.key] = row.after_value
-            why.setdefault(entity, []).append(reason(row, rules))
+    for (entity, key), members in _writes(rows).items():
+        writes.setdefault(entity, {})[key] = members[0].after_value
+        why.setdefault(entity, []).append(reason(members[0], rules, len(members)))
     body: list[str] = []
     unwritable: list[str] = []
     for entity in sorted(writes, key=Entity.sort_key):
@@ -106,7 +117,7 @@ def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalR
 
 
 def written_entities(rows: Sequence[ProposalRow]) -> int:
-    return len({(r.cluster, r.user, r.client_id) for r in rows if r.action != Action.KEEP})
+    return len({(r.cluster, written_entity(r)) for r in rows if r.action != Action.KEEP})
 
 
 # -- the table -------------------------------------------------------------------------------------
@@ -117,7 +128,7 @@ def write_proposals(rows: Sequence[ProposalRow], path: Path) -> None:
     import pyarrow.parquet as pq
 
     s, f = pa.string(), pa.float64()
-    types = [s, s, s, s, f, f, f, f, s, s, f, s]
+    types = [s, s, s, s, f, s, f, f, f, f, s, s, f, s]
     schema = pa.schema(list(zip(PROPOSAL_COLUMNS, types, strict=True)))
     columns = {c: [getattr(r, c) for r in rows] for c in PROPOSAL_COLUMNS}
     pq.write_table(pa.table(columns, schema=schema), path)
@@ -152,8 +163,11 @@ def counts(result: ClusterResult) -> dict[str, Any]:
     return found
 
 
-def _changes(result: ClusterResult) -> list[ProposalRow]:
-    return [r for r in result.rows if r.action != Action.KEEP]
+def _changes(result: ClusterResult) -> list[tuple[Entity, ProposalRow, int]]:
+    """What is written, once per entity and key: (entity, its first row, the rows written there)."""
+    writes = _writes(result.rows).items()
+    return sorted(((entity, members[0], len(members)) for (entity, _), members in writes),
+                  key=lambda c: (c[0].sort_key(), c[1].key))
 
 
 def render_json(results: Sequence[ClusterResult], table: Path) -> str:
@@ -172,9 +186,10 @@ def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = S
                      f"{c['raise']} to raise, {c['lower']} to lower, {c['limit']} to limit, "
                      f"{c['pin']} pinned, {c['keep']} kept; {c['entities']} entities in {c['manifest']}")
         changes = _changes(result)
-        for r in changes[:limit]:
-            lines.append(f"  {r.action:<5}  {target(r.user, r.client_id).display} {r.key}: {_now(r)} -> "
-                         f"{yaml_value(r.key, r.after_value)}")
+        for entity, r, members in changes[:limit]:
+            shared = f" ({members} principals)" if members > 1 else ""
+            lines.append(f"  {r.action:<5}  {entity.display} {r.key}: {_now(r)} -> "
+                         f"{yaml_value(r.key, r.after_value)}{shared}")
         if len(changes) > limit:
             lines.append(f"  … and {len(changes) - limit} more ({table.parent / 'proposals.md'})")
     failed = sum(r.error is not None for r in results)
@@ -208,12 +223,12 @@ def render_markdown(results: Sequence[ClusterResult], rules: Rules, *,
         if not changes:
             continue
         lines += ["", f"#### `{result.cluster}`", "",
-                  f"| principal | key | {rules.stat} | need | now | proposal | action |",
-                  "|---|---|---:|---:|---|---:|---|"]
-        for r in changes if limit is None else changes[:limit]:
-            principal = _cell(target(r.user, r.client_id).display)
-            lines.append(f"| `{principal}` | {r.key} | {_show(r.key, r.usage)} | {_show(r.key, r.need)} "
-                         f"| {_cell(_now(r))} | {yaml_value(r.key, r.after_value)} "
+                  f"| entity | principals | key | {rules.stat} | need | now | proposal | action |",
+                  "|---|---:|---|---:|---:|---|---:|---|"]
+        for entity, r, members in changes if limit is None else changes[:limit]:
+            lines.append(f"| `{_cell(entity.display)}` | {members} | {r.key} "
+                         f"| {_show(r.key, r.bucket_usage)} | {_show(r.key, r.need)} | {_cell(_now(r))} "
+                         f"| {yaml_value(r.key, r.after_value)} "
                          f"| {r.action} |")
         if limit is not None and len(changes) > limit:
             lines.append(f"\n… and {len(changes) - limit} more in `proposals.md`.")

@@ -1,9 +1,15 @@
-"""What each observed principal's quotas should be: the usage statistic × headroom, rounded up to a
-value people write, floored and capped, compared with the effective quota it gets now.
+"""What each observed principal's quotas should be, per quota bucket: the bucket's usage × headroom,
+rounded up to a value people write, floored and capped, compared with the quota it has now.
 
+Kafka enforces a quota per *bucket* (:mod:`kqplan.core.buckets`): all of U's clients share a quota
+from ``{user=U}`` or ``{user=<default>}``, all users of client-id C one from ``{client-id=C}`` or
+``{client-id=<default>}``. So a proposal is made per bucket and key, and covers its members together.
 The rules, in the order applied (the README's "rightsize" section says the same in prose):
 
-* ``need = statistic × headroom`` per principal and key (the statistic is impact's: max or pNN).
+* ``need = bucket usage × headroom``: the bucket's usage is ``fleet impact``'s (each member's mean
+  per ``--window`` of ts, summed, then the statistic — max or pNN — over the windows; without ts the
+  members' statistics summed). A principal unlimited now is sized alone. The per-principal
+  statistic stays in the table (``usage``).
 * **Rounding up** to the next value of one series, ``1, 2, 3, 4, 5, 6, 8`` then ``10, 12, 15, 20, 25,
   30, 40, 50, 60, 80`` in every decade: byte rates as that many KiB, MiB, GiB (below 1024 of the
   unit) or TiB, so that a proposal reads ``20MiB`` or ``250KiB``, and is exactly what ``kqplan fmt``
@@ -11,20 +17,24 @@ The rules, in the order applied (the README's "rightsize" section says the same 
   step adds at most a third.
 * **Floor and cap**: ``--min KEY=VALUE`` and ``[policy] keys.KEY.min`` raise a proposal, ``[policy]
   keys.KEY.max`` lowers it (the table then shows a need above the proposal).
-* **Tolerance**: the current effective quota ``V`` (from :func:`kqplan.core.resolve.effective`, any source:
-  a ``<default>`` entity or the principal's own) is *kept* when ``P <= V <= P × (1 + tolerance)``:
-  it covers the proposal ``P`` and is not too generous. A principal covered so by a default gets no
-  entity of its own; an explicit quota does not flap between two steps from week to week.
-  Otherwise the action is ``raise`` (V < P), ``lower`` (V > P × (1 + tolerance)) or ``limit`` (no
-  quota now), and P is written on the principal's own entity: ``{user=U, client-id=C}``, which no
-  other connection resolves to, or ``{user=U}`` for a client that sends no client-id (Kafka looks
-  only at ``{user=U}`` and ``{user=<default>}`` for it).
-* **Pins**: ``{user=U}`` is also where U's other clients fall back. An observed client of U whose
-  kept quota would move because of it gets its current value on its own entity (action ``pin``), so
-  no observed principal-key changes by accident.
+* **Tolerance**: the bucket's current quota ``V`` (from :func:`kqplan.core.resolve.effective`, any
+  source: a ``<default>`` entity or the principal's own) is *kept* when ``P <= V <= P × (1 +
+  tolerance)``: it covers the proposal ``P`` and is not too generous. A bucket covered so by a
+  default gets no entity of its own; an explicit quota does not flap between two steps from week
+  to week. Otherwise the action is ``raise`` (V < P), ``lower`` (V > P × (1 + tolerance)) or
+  ``limit`` (no quota now), and P is written on the bucket's own entity — the one its metric tags
+  name: ``{user=U}`` (for a quota from ``{user=U}`` or ``{user=<default>}``), ``{client-id=C}``, or
+  ``{user=U, client-id=C}`` — so its members keep sharing one quota, now sized for all of them. An
+  unlimited principal gets its own entity: ``{user=U, client-id=C}``, or ``{user=U}`` for a client
+  that sends no client-id (Kafka looks only at ``{user=U}`` and ``{user=<default>}`` for it).
+* **Pins**: a new ``{user=U}`` outranks U's quotas from ``{user=<default>, client-id=…}`` and the
+  client-id levels. An observed client of U it would move out of its bucket is written on its own
+  entity at the value its bucket gets — its current value when kept (action ``pin``), the bucket's
+  proposal otherwise — so no observed principal-key changes by accident.
 
-Two engines give the same rows: :func:`proposal_rows` (local, the core's resolve) and
-:func:`spark_proposal_rows` (DataFrame operations over the join of :mod:`kqplan.fleet.spark`).
+Two engines give the same rows: :func:`proposal_rows` (local, the core's resolve and buckets) and
+:func:`kqplan.fleet.spark_rightsize.spark_proposal_rows` (DataFrame operations over the joins of
+:mod:`kqplan.fleet.spark_impact`).
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from kqplan.core.buckets import bucket_of
 from kqplan.core.diagnostics import did_you_mean
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
@@ -44,7 +55,7 @@ from kqplan.core.quotas import QUOTA_KEYS, value_error
 from kqplan.core.resolve import QuotaIndex, effective
 from kqplan.core.state import QuotaState
 from kqplan.core.units import UnitError, parse_bytes
-from kqplan.fleet.impact import usage_stats
+from kqplan.fleet.impact import DEFAULT_WINDOW, group_usage, usage_stats, window_means
 from kqplan.fleet.usage import USAGE_KEYS, Sample, parse_stat
 from kqplan.manifest.export import yaml_value
 
@@ -204,8 +215,13 @@ class ProposalRow:
     key: str
     usage: float
     """The statistic over the principal's samples of this key."""
+    bucket: str | None
+    """The bucket the principal's usage of this key is enforced in now (its display form; null:
+    unlimited now, the principal is then sized alone)."""
+    bucket_usage: float
+    """The bucket's usage, as ``fleet impact`` computes it (windows of the members' means summed)."""
     need: float
-    """usage × headroom."""
+    """bucket_usage × headroom."""
     proposal: float
     """need rounded up, floored and capped (the table shows it even when the action is keep)."""
     current_value: float | None
@@ -217,7 +233,8 @@ class ProposalRow:
     after_value: float
     """Effective quota once the manifests are applied: the proposal, or the kept value."""
     after_source: str
-    """The entity that supplies it then."""
+    """The entity that supplies it then: the one written (the bucket's, or the principal's own for a
+    pin), or for keep the current one."""
 
 
 PROPOSAL_COLUMNS = tuple(ProposalRow.__slots__)
@@ -229,169 +246,123 @@ def target(user: str, client_id: str) -> Entity:
     return Entity.user_client(user, client_id) if client_id else Entity.user(user)
 
 
-def _beyond(cluster: str, user: str, client_id: str, key: str, need: float) -> KqplanError:
+def written_entity(row: ProposalRow) -> Entity | None:
+    """The entity ``row``'s quota is written on (None for keep): its bucket's entity (``{user=U}``,
+    ``{client-id=C}`` or ``{user=U, client-id=C}``), or its own for a pinned principal."""
+    if row.action == Action.KEEP:
+        return None
+    for entity in (target(row.user, row.client_id), Entity.user(row.user), Entity.client(row.client_id)):
+        if entity.display == row.after_source:
+            return entity
+    raise ValueError(f"{row.after_source} is not an entity of {target(row.user, row.client_id).display}")
+
+
+def _beyond(cluster: str, group: str, key: str, need: float) -> KqplanError:
     largest = yaml_value(key, steps_for(key)[-1])
-    return KqplanError(f"cluster {cluster}: {target(user, client_id).display} needs {key} = {need:.6g} "
-                       f"(usage × headroom), beyond any quota kqplan proposes (at most {largest})",
-                       hint="check that principal's usage samples")
+    return KqplanError(f"cluster {cluster}: {group} needs {key} = {need:.6g} (usage × headroom), beyond "
+                       f"any quota kqplan proposes (at most {largest})",
+                       hint="check the usage samples of that bucket's principals")
 
 
 def check_rows(rows: Sequence[tuple[Any, ...]]) -> None:
-    """The first row (in table order) whose need no step covers: an error naming it.
-    Rows are ``(cluster, user, client_id, key, usage, need, proposal, …)``."""
+    """The first row (in table order) whose need no step covers: an error naming its bucket.
+    Rows are ``(cluster, user, client_id, key, group, need, proposal, …)``, ``group`` the display
+    of the entity the proposal would be written on."""
     bad = [r for r in rows if r[6] is None]
     if bad:
         first = min(bad, key=lambda r: r[:4])
-        raise _beyond(first[0], first[1], first[2], first[3], first[5])
+        raise _beyond(first[0], first[4], first[3], first[5])
 
 
-def proposal_rows(states: Mapping[str, QuotaState], samples: Iterable[Sample],
-                  rules: Rules) -> list[ProposalRow]:
-    """The local engine: every observed principal-key of the clusters in ``states`` (the state now)."""
+Principal = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """A principal-key before the pins: its bucket (the entity a proposal is written on) and the
+    bucket's decision."""
+
+    principal: Principal
+    key: str
+    usage: float
+    value: float | None
+    source: Entity | None
+    group: Entity
+    group_usage: float
+    need: float
+    proposal: float | None
+    action: Action | None
+
+
+def _drafts(states: Mapping[str, QuotaState], samples: Sequence[Sample], rules: Rules,
+            window: float) -> list[_Draft]:
+    """Every observed principal-key with its bucket now and the bucket's proposal: the bucket's
+    usage × headroom, decided once per bucket (its members share one quota, hence one value)."""
+    untimed = frozenset(s.cluster for s in samples if s.ts is None)
     stats = usage_stats(samples, rules.q)
+    means = window_means((s for s in samples if s.cluster not in untimed), window)
     indexes = {cluster: QuotaIndex.of(state) for cluster, state in states.items()}
-    drafts: list[tuple[Any, ...]] = []
-    for (cluster, user, client_id), usage in sorted(stats.items()):
-        index = indexes.get(cluster)
-        if index is None:
-            continue  # usage of a cluster not asked for
-        now = effective(index, user, client_id)
+    found: list[tuple[Principal, str, float, float | None, Entity | None, Entity]] = []
+    members: dict[tuple[str, str, Entity], list[Principal]] = {}
+    for p, usage in sorted(stats.items()):
+        cluster, user, client_id = p
+        now = effective(indexes[cluster], user, client_id)
         for key, (value, source) in zip(USAGE_KEYS, now, strict=True):
-            u = usage.get(key)
-            if u is None:
-                continue
-            need = u * rules.headroom
-            proposal = rules.propose(key, need)
-            action = rules.decide(proposal, value) if proposal is not None else None
-            drafts.append((cluster, user, client_id, key, u, need, proposal, value,
-                           source.display if source is not None else None, action))
-    check_rows(drafts)
-    # {user=U} written for U's client without a client-id: where U's other clients fall back
-    shared = {(d[0], d[1], d[3]): d[6] for d in drafts if d[2] == "" and d[9] is not Action.KEEP}
-    after_indexes: dict[str, QuotaIndex] = {}
-    for cluster in {c for c, _, _ in shared}:
-        state = dict(states[cluster])
-        for (c, user, key), proposal in shared.items():
-            if c == cluster:
-                state[Entity.user(user)] = {**state.get(Entity.user(user), {}), key: proposal}
-        after_indexes[cluster] = QuotaIndex.of(state)
+            if key in usage:
+                # unlimited now: sized alone, on its own entity
+                group = bucket_of(source, user, client_id) or target(user, client_id)
+                members.setdefault((cluster, key, group), []).append(p)
+                found.append((p, key, usage[key], value, source, group))
+    totals = {g: group_usage(m, g[1], rules.q, timed=g[0] not in untimed, stats=stats, means=means)
+              for g, m in members.items()}
+    drafts = []
+    for p, key, usage_, value, source, group in found:
+        total = totals[p[0], key, group]
+        assert total is not None  # the principal itself has samples of the key
+        need = total * rules.headroom
+        proposal = rules.propose(key, need)
+        drafts.append(_Draft(p, key, usage_, value, source, group, total, need, proposal,
+                             rules.decide(proposal, value) if proposal is not None else None))
+    return drafts
+
+
+def proposal_rows(states: Mapping[str, QuotaState], samples: Iterable[Sample], rules: Rules, *,
+                  window: float = DEFAULT_WINDOW) -> list[ProposalRow]:
+    """The local engine: every observed principal-key of the clusters in ``states`` (the state now).
+
+    A bucket that is not kept is written on its own entity (``{user=U}``, ``{client-id=C}``,
+    ``{user=U, client-id=C}``) with the proposal of its usage. A new ``{user=U}`` outranks U's
+    quotas from ``{user=<default>, …}`` and client-id levels: a principal it would move out of its
+    bucket is pinned on its own entity at the value its bucket gets (the current one when kept)."""
+    mine = [s for s in samples if s.cluster in states]
+    drafts = _drafts(states, mine, rules, window)
+    check_rows([(*d.principal, d.key, d.group.display, d.need, d.proposal) for d in drafts])
+    writes: dict[str, dict[Entity, dict[str, float]]] = {}
+    for d in drafts:
+        if d.action is not Action.KEEP:
+            assert d.proposal is not None
+            writes.setdefault(d.principal[0], {}).setdefault(d.group, {})[d.key] = d.proposal
+    after = {cluster: QuotaIndex.of({**states[cluster], **{e: {**states[cluster].get(e, {}), **q}
+                                                            for e, q in written.items()}})
+             for cluster, written in writes.items()}
     rows = []
-    for cluster, user, client_id, key, u, need, proposal, value, source, decided in drafts:
-        action, after_value, after_source = decided, value, source
-        if action is not Action.KEEP:
-            after_value, after_source = proposal, target(user, client_id).display
-        elif client_id and (cluster, user, key) in shared:
-            moved_value, moved_source = effective(after_indexes[cluster], user, client_id)[
-                USAGE_KEYS.index(key)]
-            if moved_value != value:
-                action, after_source = Action.PIN, target(user, client_id).display
-            else:
-                after_source = moved_source.display if moved_source is not None else None
-        rows.append(ProposalRow(cluster, user, client_id, key, u, need, proposal, value, source,
-                                str(action), after_value, after_source))
-    return sorted(rows)
-
-
-# -- the Spark engine -----------------------------------------------------------------------------
-
-def _buckets() -> list[tuple[str, int, list[float]]]:
-    """``(family, bucket, steps)``: the steps a need of ``floor(log2(need)) == bucket`` can round
-    up to. A step is at most twice the one before, so the answer lies in that bucket or the next;
-    one more on each side absorbs a log2 that errs by one near a power of two."""
-    rows = []
-    for family, steps in (("bytes", BYTE_STEPS), ("plain", PLAIN_STEPS)):
-        exponents = [math.frexp(step)[1] - 1 for step in steps]  # floor(log2(step)), exactly
-        for bucket in range(exponents[0] - 1, exponents[-1] + 2):
-            rows.append((family, bucket, [step for step, e in zip(steps, exponents, strict=True)
-                                          if bucket - 1 <= e <= bucket + 2]))
-    return rows
-
-
-def _with_rounded(spark: Any, table: Any) -> Any:
-    """``table`` with ``rounded``: ``need`` rounded up as :func:`round_up` does. A lookup rather
-    than arithmetic: log2 picks a small broadcast bucket of candidate steps, and the exact
-    comparison ``step >= need`` picks the step (a CASE over all 150 steps outgrew Spark's 64 KB
-    generated-method limit once the optimizer inlined it)."""
-    from pyspark.sql import functions as F
-
-    byte_keys = [k for k in USAGE_KEYS if QUOTA_KEYS[k].bytes_per_second]
-    is_bytes = F.col("key").isin(byte_keys)
-    first = F.when(is_bytes, F.lit(BYTE_STEPS[0])).otherwise(F.lit(PLAIN_STEPS[0]))
-    last = F.when(is_bytes, F.lit(BYTE_STEPS[-1])).otherwise(F.lit(PLAIN_STEPS[-1]))
-    need = F.greatest(F.col("need"), first)  # below the first step: the first step
-    buckets = spark.createDataFrame(_buckets(), "family string, bucket int, steps array<double>")
-    table = (table.withColumn("family", F.when(is_bytes, F.lit("bytes")).otherwise(F.lit("plain")))
-             # NaN and needs beyond the last step get no bucket, so no step (Python: None)
-             .withColumn("bucket", F.when(F.col("need") <= last, F.floor(F.log2(need)).cast("int")))
-             .join(F.broadcast(buckets), ["family", "bucket"], "left"))
-    rounded = F.array_min(F.filter(F.col("steps"), lambda step: step >= need))
-    return table.withColumn("rounded", rounded).drop("family", "bucket", "steps")
-
-
-def _per_key(values: Mapping[str, float]) -> Any:
-    """A column with ``values[key]`` for the row's key, null for other keys."""
-    from pyspark.sql import functions as F
-
-    column = F.lit(None).cast("double")
-    for key, value in values.items():
-        column = F.when(F.col("key") == key, F.lit(value)).otherwise(column)
-    return column
-
-
-def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any,
-                        rules: Rules) -> list[ProposalRow]:
-    """The rows of :func:`proposal_rows` from a usage frame (:func:`kqplan.fleet.spark_impact.usage_frame`)
-    as DataFrame operations: impact's statistic and eight-level join (again for the principals a
-    new ``{user=U}`` may move), the rounding as a broadcast lookup; rows come back only at the end."""
-    from pyspark.sql import functions as F
-
-    from kqplan.fleet.spark import collect_rows
-    from kqplan.fleet.spark_impact import quota_entries, usage_table, with_effective
-
-    keys = ["cluster", "user", "client_id", "key"]
-    entries = quota_entries(spark, states)
-    table = with_effective(spark, usage_table(spark, usage, list(states), rules.q)
-                           .where(F.col("usage").isNotNull()), entries, "current")
-    table = _with_rounded(spark, table.withColumn("need", F.col("usage") * F.lit(rules.headroom)))
-    rounded = F.col("rounded")
-    proposal = F.when(rounded.isNotNull(), F.greatest(rounded, _per_key(rules.floors))) if rules.floors \
-        else rounded
-    if rules.caps:
-        proposal = F.least(proposal, _per_key(rules.caps))  # least/greatest skip a null bound
-    value, p = F.col("current.value"), F.col("proposal")
-    action = (F.when(p.isNull(), F.lit(None))
-              .when(value.isNull(), F.lit(Action.LIMIT.value))
-              # Spark orders NaN above every number (Python: no comparison holds); both give lower
-              .when((p <= value) & (value <= p * F.lit(1.0 + rules.tolerance)), F.lit(Action.KEEP.value))
-              .when(value < p, F.lit(Action.RAISE.value)).otherwise(F.lit(Action.LOWER.value)))
-    table = table.withColumn("proposal", proposal).withColumn("action", action)
-
-    written = (F.col("action") != Action.KEEP.value)
-    shared = table.where((F.col("client_id") == "") & written)
-    new_users = shared.select("cluster", F.concat(F.lit("N:"), F.col("user")).alias("u"),
-                              F.lit("A").alias("c"), "key", p.alias("value"),
-                              F.lit(None).cast("string").alias("source"))  # source: {user=U}, named below
-    after_entries = (entries.join(new_users, ["cluster", "u", "c", "key"], "left_anti")
-                     .unionByName(new_users))
-    kept = (table.where((F.col("client_id") != "") & ~written)
-            .join(shared.select("cluster", "user", "key"), ["cluster", "user", "key"], "left_semi"))
-    moved = with_effective(spark, kept.select(*keys), after_entries, "after").select(*keys, "after")
-    table = table.join(moved, keys, "left")
-    pinned = F.col("after").isNotNull() & (F.col("after.value") != value)
-    final_action = F.when(pinned, F.lit(Action.PIN.value)).otherwise(F.col("action"))
-    after_value = F.when(written, p).otherwise(value)  # a pin keeps the current value
-    after_source = (F.when(written | pinned, F.lit(None).cast("string"))  # the principal's own entity
-                    .when(F.col("after").isNotNull(), F.col("after.source"))  # null: the new {user=U}
-                    .otherwise(F.col("current.source")))
-    result = table.select(*keys, "usage", "need", "proposal", value.alias("current_value"),
-                          F.col("current.source").alias("current_source"), final_action.alias("action"),
-                          after_value.alias("after_value"), after_source.alias("after_source"))
-    collected = collect_rows(result)
-    check_rows(collected)
-    rows = []
-    for r in collected:
-        shown = r[11]
-        if shown is None:  # written on the principal's own entity, or a new {user=U}
-            shown = target(r[1], r[2]).display if r[9] != Action.KEEP.value else Entity.user(r[1]).display
-        rows.append(ProposalRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], shown))
+    for d in drafts:
+        cluster, user, client_id = d.principal
+        assert d.proposal is not None
+        assert d.action is not None
+        kept = d.action is Action.KEEP
+        action, value = d.action, d.value if kept else d.proposal
+        expected = d.source if kept else d.group
+        moved = cluster in after and effective(after[cluster], user, client_id)[
+            USAGE_KEYS.index(d.key)][1] != expected
+        if moved:  # a new {user=U} outranks its bucket's entity: pinned on its own
+            action, expected = (Action.PIN if kept else action), target(user, client_id)
+        assert value is not None
+        assert expected is not None
+        now = bucket_of(d.source, user, client_id)
+        rows.append(ProposalRow(cluster, user, client_id, d.key, d.usage,
+                                now.display if now is not None else None, d.group_usage, d.need,
+                                d.proposal, d.value,
+                                d.source.display if d.source is not None else None, str(action), value,
+                                expected.display))
     return sorted(rows)

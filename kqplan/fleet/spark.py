@@ -107,6 +107,13 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
         # a session this process already runs (an application embedding kqplan, a test suite) is
         # reused by getOrCreate and is not kqplan's to stop
         existing = None if remote else SparkSession.getActiveSession()
+        if existing is not None and master is not None and not master.startswith("local") \
+                and existing.sparkContext.master != master:
+            from kqplan.core.errors import KqplanError
+
+            raise KqplanError(f"this process already runs a Spark session on {existing.sparkContext.master}: "
+                              f"--spark-master {master} cannot be used from it",
+                              hint="run kqplan in a process of its own for another master")
         if remote or existing is not None:
             spark = builder.getOrCreate()
         else:
@@ -196,6 +203,11 @@ def _stderr_to(log: Path) -> Iterator[None]:
 
 def change_rows(spark: Any, diffs: Sequence[ClusterDiff]) -> list[ChangeRow]:
     """One row per changed key of every cluster, as :func:`kqplan.fleet.changes.rows_of_plan`."""
+    return sorted(ChangeRow(*r) for r in collect_rows(change_frame(spark, diffs)))
+
+
+def change_frame(spark: Any, diffs: Sequence[ClusterDiff]) -> Any:
+    """:func:`change_rows` as a DataFrame (``changes.parquet``'s columns)."""
     from pyspark.sql import functions as F
 
     desired_rows, actual_rows = [], []
@@ -214,7 +226,6 @@ def change_rows(spark: Any, diffs: Sequence[ClusterDiff]) -> list[ChangeRow]:
     changed = joined.where(~F.col("before").eqNullSafe(F.col("after")))
     action = (F.when(F.col("after").isNull(), F.lit("delete"))
               .when(F.col("before").isNull(), F.lit("add")).otherwise(F.lit("update")))
-    result = changed.select("cluster", "entity", action.alias("action"), "key", "before", "after")
-    return sorted(ChangeRow(*r) for r in collect_rows(result))
+    return changed.select("cluster", "entity", action.alias("action"), "key", "before", "after")
 
 

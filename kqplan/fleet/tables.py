@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 
@@ -34,11 +35,48 @@ def write_unused(rows: Sequence[UnusedRow], path: Path) -> None:
     _write(rows, ("cluster", "entity", "key"), [pa.string()] * 3, path)
 
 
-def chart(cluster: str, rows: Sequence[ImpactRow], path: Path) -> Path | None:
-    """A histogram of utilization after the plan (bucket usage / quota), one value per bucket and
-    key: the members of a bucket share one quota, and are throttled together."""
+BINS = 40
+CAP = 2.0
+"""The chart's bins: 40 over utilization 0 to 2 (values outside are clipped into the end bins)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A cluster's buckets by utilization after the plan, one value per bucket and key (the
+    members of a bucket share one quota, and are throttled together)."""
+
+    counts: tuple[int, ...]
+    """Buckets per bin of :func:`edges`."""
+    over: int
+    """Buckets over their quota (utilization above 1)."""
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+
+def edges() -> list[float]:
+    """The bins' edges, exactly as numpy's histogram computes them for 40 bins over [0, 2]."""
+    import numpy as np
+
+    return [float(e) for e in np.histogram_bin_edges([], bins=BINS, range=(0.0, CAP))]
+
+
+def histogram(rows: Sequence[ImpactRow]) -> Histogram | None:
+    """The chart's data from the local engine's rows (None: no bucket has a utilization)."""
+    import numpy as np
+
     values = list({(r.after_group, r.key): r.utilization for r in rows if r.utilization is not None}.values())
     if not values:
+        return None
+    counts, _ = np.histogram(np.clip(values, 0.0, CAP), bins=BINS, range=(0.0, CAP))
+    return Histogram(tuple(int(c) for c in counts), sum(v > 1 for v in values))
+
+
+def chart(cluster: str, data: Histogram | None, path: Path) -> Path | None:
+    """A histogram of utilization after the plan (bucket usage / quota), one value per bucket and
+    key; None, and no file, when no bucket has one."""
+    if data is None:
         return None
     import matplotlib
 
@@ -46,11 +84,11 @@ def chart(cluster: str, rows: Sequence[ImpactRow], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
-    axes.hist([min(v, 2.0) for v in values], bins=40, color="#4477aa")
+    axes.stairs(data.counts, edges(), fill=True, color="#4477aa")
     axes.axvline(1.0, color="#cc3311", linestyle="--", label="quota (above: throttled)")
-    axes.set_xlabel("utilization after the plan (bucket usage / quota, capped at 2)")
+    axes.set_xlabel(f"utilization after the plan (bucket usage / quota, capped at {CAP:g})")
     axes.set_ylabel("buckets (one per key)")
-    axes.set_title(f"{cluster}: {sum(v > 1 for v in values)} of {len(values)} buckets over their quota")
+    axes.set_title(f"{cluster}: {data.over} of {data.total} buckets over their quota")
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -98,6 +98,36 @@ TS_HINT = ("write ts as seconds since the epoch (not milliseconds) or an ISO 860
            "2026-11-22T10:00:00Z")
 
 
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+"""A ``--usage`` value naming a URI (``file://``, ``s3a://``, ``gs://``, ``abfss://``, ``hdfs://`` …)."""
+
+
+def is_uri(text: str | Path) -> bool:
+    return isinstance(text, str) and URI.match(text) is not None
+
+
+def local_paths(usage: Sequence[str | Path], tables: Sequence[str] = ()) -> list[Path]:
+    """``--usage`` for the local engine: paths, and ``file://`` URIs as paths; a URI of another
+    filesystem or a ``--usage-table`` is an error saying the Spark engine reads those."""
+    from urllib.parse import unquote, urlparse
+
+    if tables:
+        raise KqplanError(f"--usage-table {tables[0]}: the local engine reads files, not Spark's catalog",
+                          hint="add --engine spark (with --spark-master or --spark-remote for your cluster)")
+    paths = []
+    for item in usage:
+        if not is_uri(item):
+            paths.append(Path(item))
+            continue
+        parsed = urlparse(str(item))
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            raise KqplanError(f"--usage {item}: the local engine reads local files, not "
+                              f"{parsed.scheme}:// URIs",
+                              hint="add --engine spark: Spark reads any filesystem its Hadoop layer has")
+        paths.append(Path(unquote(parsed.path)))
+    return paths
+
+
 def usage_files(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir():

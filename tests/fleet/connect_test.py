@@ -74,3 +74,17 @@ def test_spark_remote_in_the_environment_is_honoured_and_named(fleet, connect_se
     assert here.exit_code == 0, here.stdout + here.stderr
     assert "SPARK_REMOTE" not in here.stderr
     assert here.stdout == connected.stdout
+
+
+def test_another_master_is_not_silently_replaced_by_this_process_session(spark):
+    # a process that already runs a session (a test suite, an application embedding kqplan) cannot
+    # honour --spark-master spark://…: an error says so, rather than running on the session it has
+    from kqplan.core.errors import KqplanError
+    from kqplan.fleet.spark import session
+
+    elsewhere = session(master="spark://127.0.0.1:7")
+    with pytest.raises(KqplanError, match=r"already runs a Spark session on local\[1\]: --spark-master "
+                                          r"spark://127\.0\.0\.1:7 cannot be used from it"), elsewhere:
+        pass
+    with session(master="local[*]") as reused:  # a local master: the running session serves
+        assert reused is spark

@@ -16,7 +16,7 @@ from kqplan.core.entity import Entity
 from kqplan.core.resolve import resolve
 from kqplan.fleet.impact import impact_rows, newly_throttled
 from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
-from kqplan.fleet.spark_impact import samples_frame
+from kqplan.fleet.spark_usage import samples_frame
 from kqplan.fleet.usage import USAGE_KEYS, Sample, Usage, parse_stat, statistic
 
 users = st.sampled_from(["alice", "bob", "with space", "日本", "<default>"])

@@ -19,6 +19,7 @@ from kqplan.core.errors import KqplanError
 from kqplan.core.policy import KeyBounds, Policy
 from kqplan.core.resolve import resolve
 from kqplan.core.units import parse_bytes
+from kqplan.fleet.impact import impact_rows
 from kqplan.fleet.proposals import manifest_text, read_proposals
 from kqplan.fleet.rightsize import (
     BYTE_STEPS,
@@ -26,12 +27,11 @@ from kqplan.fleet.rightsize import (
     Action,
     ProposalRow,
     Rules,
-    _with_rounded,
     proposal_rows,
     round_up,
-    spark_proposal_rows,
 )
-from kqplan.fleet.spark_impact import samples_frame
+from kqplan.fleet.spark_rightsize import spark_proposal_rows, with_rounded
+from kqplan.fleet.spark_usage import samples_frame
 from kqplan.fleet.usage import USAGE_KEYS, Sample
 from kqplan.manifest.compile import load_desired
 from kqplan.manifest.export import yaml_value
@@ -76,7 +76,7 @@ def test_spark_rounding_lookup_is_round_up(spark):
     for step in BYTE_STEPS + PLAIN_STEPS:
         needs += [step, math.nextafter(step, 0), math.nextafter(step, math.inf), step * 0.999, step * 1.37]
     rows = [(key, need) for key in (P, R) for need in needs]
-    frame = _with_rounded(spark, spark.createDataFrame(rows, "key string, need double"))
+    frame = with_rounded(spark, spark.createDataFrame(rows, "key string, need double"))
     got = {(r.key, r.need if not math.isnan(r.need) else "nan"): r.rounded for r in frame.collect()}
     for key, need in rows:
         assert got[(key, need if not math.isnan(need) else "nan")] == round_up(key, need), (key, need)
@@ -130,10 +130,13 @@ def test_bad_options_are_named(options, message, hint):
 # -- the local engine on a hand-checked cluster ----------------------------------------------------
 
 STATE = {Entity.user(None): {P: 1 * MiB, C: 2 * MiB}, Entity.user("alice"): {R: 10.0},
-         Entity.user_client("ops", "tool"): {P: 100 * MiB, R: 50.0}}
+         Entity.user_client("ops", "tool"): {P: 100 * MiB, R: 50.0}, Entity.user("fay"): {P: 10e6},
+         Entity.client("shared"): {R: 10.0}}
 USAGE = [  # (user, client_id, key, samples)
     ("alice", "app", P, [600_000.0]), ("alice", "app", R, [3.0, 4.0]), ("bob", "web", P, [2e6]),
     ("carol", "", P, [10_000.0]), ("carol", "app", P, [500_000.0]), ("carol", "app", C, [1e6]),
+    ("dave", "", R, [1.0]), ("dave", "shared", R, [3.0]), ("erin", "shared", R, [3.0]),
+    ("fay", "f1", P, [5e6]), ("fay", "f2", P, [5e6]), ("fay", "f3", P, [5e6]),
     ("ops", "tool", P, [1e6])]
 
 
@@ -143,24 +146,50 @@ def samples(cluster: str = "east") -> list[Sample]:
 
 def test_local_engine_decisions():
     rows = proposal_rows({"east": STATE}, samples(), Rules.of(stat="p99", headroom=1.5, tolerance=0.5))
-    shown = [(r.user, r.client_id, r.key, yaml_value(r.key, r.proposal), r.action, r.current_source,
+    shown = [(r.user, r.client_id, r.key, r.bucket, yaml_value(r.key, r.proposal), r.action, r.current_source,
               r.after_source) for r in rows]
     assert shown == [
         # the default covers alice's producer need (1MiB) within +50 %: no entity of her own
-        ("alice", "app", P, "1MiB", "keep", "{user=<default>}", "{user=<default>}"),
-        # p99 of 3 and 4 is 3.99, × 1.5 = 5.985 -> 6; 10 is more than 1.5 × 6
-        ("alice", "app", R, "6", "lower", "{user=alice}", "{user=alice, client-id=app}"),
-        ("bob", "web", P, "3MiB", "raise", "{user=<default>}", "{user=bob, client-id=web}"),
-        # no client-id: only {user=carol} can hold it, and carol's other client falls back to it…
-        ("carol", "", P, "15KiB", "lower", "{user=<default>}", "{user=carol}"),
-        # …so carol/app, kept at the default's 1MiB, is pinned there on its own entity
-        ("carol", "app", C, "2MiB", "keep", "{user=<default>}", "{user=<default>}"),
-        ("carol", "app", P, "800KiB", "pin", "{user=<default>}", "{user=carol, client-id=app}"),
-        ("ops", "tool", P, "2MiB", "lower", "{user=ops, client-id=tool}", "{user=ops, client-id=tool}")]
+        ("alice", "app", P, "{user=alice}", "1MiB", "keep", "{user=<default>}", "{user=<default>}"),
+        # p99 of 3 and 4 is 3.99, × 1.5 = 5.985 -> 6; 10 is more than 1.5 × 6: the bucket's entity
+        ("alice", "app", R, "{user=alice}", "6", "lower", "{user=alice}", "{user=alice}"),
+        ("bob", "web", P, "{user=bob}", "3MiB", "raise", "{user=<default>}", "{user=bob}"),
+        # carol's two clients share {user=carol}: 10,000 + 500,000 × 1.5 -> 800KiB, covered by the 1MiB
+        ("carol", "", P, "{user=carol}", "800KiB", "keep", "{user=<default>}", "{user=<default>}"),
+        ("carol", "app", C, "{user=carol}", "2MiB", "keep", "{user=<default>}", "{user=<default>}"),
+        ("carol", "app", P, "{user=carol}", "800KiB", "keep", "{user=<default>}", "{user=<default>}"),
+        # dave sends no client-id and has no quota: {user=dave} is written, which would take dave/shared
+        # out of the {client-id=shared} bucket (3 + 3 × 1.5 -> 10, kept): pinned there on its own entity
+        ("dave", "", R, None, "2", "limit", None, "{user=dave}"),
+        ("dave", "shared", R, "{client-id=shared}", "10", "pin", "{client-id=shared}",
+         "{user=dave, client-id=shared}"),
+        ("erin", "shared", R, "{client-id=shared}", "10", "keep", "{client-id=shared}", "{client-id=shared}"),
+        # the alice example: three clients of 5 MB/s share {user=fay}'s 10 MB: 15 MB/s × 1.5 -> 25MiB
+        *[("fay", client, P, "{user=fay}", "25MiB", "raise", "{user=fay}", "{user=fay}")
+          for client in ("f1", "f2", "f3")],
+        ("ops", "tool", P, "{user=ops, client-id=tool}", "2MiB", "lower", "{user=ops, client-id=tool}",
+         "{user=ops, client-id=tool}")]
     pinned = next(r for r in rows if r.action == "pin")
-    assert (pinned.current_value, pinned.after_value) == (1 * MiB, 1 * MiB)
+    assert (pinned.current_value, pinned.after_value, pinned.bucket_usage) == (10.0, 10.0, 6.0)
     alice = rows[1]
-    assert (alice.usage, alice.need, alice.proposal) == pytest.approx((3.99, 5.985, 6.0))
+    assert (alice.usage, alice.bucket_usage, alice.need, alice.proposal) == \
+        pytest.approx((3.99, 3.99, 5.985, 6.0))
+    fay = rows[-2]
+    assert (fay.usage, fay.bucket_usage, fay.need) == (5e6, 15e6, 22.5e6)
+
+
+def test_a_bucket_is_windowed_as_impact_windows_it():
+    # two clients of one user, never at their peaks in the same minute: the bucket carries 5e6 at most
+    usage = [Sample("c", "u", "a", P, 4e6, 0.0), Sample("c", "u", "a", P, 1e6, 60.0),
+             Sample("c", "u", "b", P, 1e6, 0.0), Sample("c", "u", "b", P, 4e6, 60.0),
+             Sample("c", "u", "b", P, 2e6, 61.0)]
+    rules = Rules.of(stat="max", headroom=1.0, tolerance=0.5)
+    rows = proposal_rows({"c": {Entity.user("u"): {P: 1e6}}}, usage, rules)
+    # minute 0: 4e6 + 1e6; minute 1: 1e6 + mean(4e6, 2e6) = 4e6; the max of the bucket's minutes
+    assert [(r.client_id, r.usage, r.bucket_usage) for r in rows] == [("a", 4e6, 5e6), ("b", 4e6, 5e6)]
+    assert {r.after_source for r in rows} == {"{user=u}"}
+    per_minute = proposal_rows({"c": {Entity.user("u"): {P: 1e6}}}, usage, rules, window=120.0)
+    assert {r.bucket_usage for r in per_minute} == {2.5e6 + 7e6 / 3}
 
 
 def test_manifest_lists_what_changes_with_the_keys_the_entity_has(tmp_path):
@@ -177,20 +206,22 @@ metadata:
 entities:
   # request_percentage: lower to 6: p99 3.99 × 1.5 = 5.985; now 10 from {user=alice}
   - user: alice
-    client-id: app
     quotas: {request_percentage: 6}
   # producer_byte_rate: raise to 3MiB: p99 ≈1.91 MiB/s × 1.5 = ≈2.86 MiB/s; now 1MiB from {user=<default>}
   - user: bob
-    client-id: web
     quotas: {producer_byte_rate: 3MiB}
-  # producer_byte_rate: pinned at its current 1MiB from {user=<default>}: {user=carol} is now set for \
-this user's connections without a client-id
-  - user: carol
-    client-id: app
-    quotas: {producer_byte_rate: 1MiB}
-  # producer_byte_rate: lower to 15KiB: p99 ≈9.77 KiB/s × 1.5 = ≈14.65 KiB/s; now 1MiB from {user=<default>}
-  - user: carol
-    quotas: {producer_byte_rate: 15KiB}
+  # request_percentage: pinned at 10, its bucket's value (now 10 from {client-id=shared}): {user=dave} is \
+now set and would take it out of {client-id=shared}
+  - user: dave
+    client-id: shared
+    quotas: {request_percentage: 10}
+  # request_percentage: limit to 2: p99 1 × 1.5 = 1.5; now unlimited
+  - user: dave
+    quotas: {request_percentage: 2}
+  # producer_byte_rate: raise to 25MiB: p99 ≈14.31 MiB/s (3 principals together) × 1.5 = ≈21.46 MiB/s; now \
+10MB from {user=fay}
+  - user: fay
+    quotas: {producer_byte_rate: 25MiB}
   # producer_byte_rate: lower to 2MiB: p99 ≈976.56 KiB/s × 1.5 = ≈1.43 MiB/s; now 100MiB from \
 {user=ops, client-id=tool}
   - user: ops
@@ -287,6 +318,32 @@ def test_manifest_gives_the_after_column(state, usage, rules):  # the local engi
     check_against_resolve(state, proposal_rows({"c": state}, usage, rules), rules)
 
 
+timed_samples = st.lists(st.builds(Sample, st.just("c"), users, clients, st.sampled_from(USAGE_KEYS),
+                                   st.sampled_from([0.0, 1.0, 6.0, 700.0, 5000.0, 1e6]),
+                                   st.sampled_from([0.0, 30.0, 59.0, 60.0, 200.0])),
+                         min_size=1, max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(states, st.one_of(sample_lists, timed_samples), st.sampled_from([1.0, 1.5]),
+       st.sampled_from([0.0, 0.5]), st.sampled_from([60.0, 120.0]))
+def test_applied_proposals_leave_no_bucket_over_its_quota(state, usage, headroom, tolerance, window):
+    # Kafka's view of the proposals: with the maximum as the statistic, every bucket after the manifest is
+    # applied carries at most its quota (a pin takes a member out of its bucket, which only lowers it)
+    rules = Rules.of(stat="max", headroom=headroom, tolerance=tolerance)
+    rows = proposal_rows({"c": state}, usage, rules, window=window)
+    after = applied(state, manifest_text("c", None, rows, state, rules=rules))
+    impact = impact_rows({"c": (state, after)}, usage, None, window=window)
+    over = [r for r in impact.rows if r.would_throttle]
+    assert not over, over
+    # a principal written on its bucket's entity stays in that bucket (Kafka's tags name the entity)
+    for row in rows:
+        if row.action in ("raise", "lower", "limit"):
+            groups = {r.after_group for r in impact.rows
+                      if (r.user, r.client_id, r.key) == (row.user, row.client_id, row.key)}
+            assert groups == {row.after_source}
+
+
 # -- the command -----------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -317,26 +374,27 @@ def test_command_writes_manifests_that_validate_and_plan(fleet, engine):
     result = rightsize(fleet, "--out", out, "--engine", engine, "--min", "request_percentage=2")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert result.stdout == f"""\
-east: 5 principals, 7 keys observed: 1 to raise, 3 to lower, 0 to limit, 1 pinned, 2 kept; \
-5 entities in {out}/east/rightsize.yaml
-  lower  {{user=alice, client-id=app}} request_percentage: 10 from {{user=alice}} -> 6
-  raise  {{user=bob, client-id=web}} producer_byte_rate: 1MiB from {{user=<default>}} -> 3MiB
-  lower  {{user=carol}} producer_byte_rate: 1MiB from {{user=<default>}} -> 15KiB
-  pin    {{user=carol, client-id=app}} producer_byte_rate: 1MiB from {{user=<default>}} -> 1MiB
+east: 11 principals, 13 keys observed: 4 to raise, 2 to lower, 1 to limit, 1 pinned, 5 kept; \
+6 entities in {out}/east/rightsize.yaml
+  lower  {{user=alice}} request_percentage: 10 from {{user=alice}} -> 6
+  raise  {{user=bob}} producer_byte_rate: 1MiB from {{user=<default>}} -> 3MiB
+  pin    {{user=dave, client-id=shared}} request_percentage: 10 from {{client-id=shared}} -> 10
+  limit  {{user=dave}} request_percentage: unlimited -> 2
+  raise  {{user=fay}} producer_byte_rate: 10MB from {{user=fay}} -> 25MiB (3 principals)
   lower  {{user=ops, client-id=tool}} producer_byte_rate: 100MiB from {{user=ops, client-id=tool}} -> 2MiB
 west: 2 principals, 2 keys observed: 0 to raise, 1 to lower, 0 to limit, 0 pinned, 1 kept; \
 1 entities in {out}/west/rightsize.yaml
-  lower  {{user=dave, client-id=x}} request_percentage: 50 from {{user=<default>}} -> 2
-Fleet rightsize: 2 clusters, 6 entities proposed, 0 failed; table: {out}/proposals.parquet
+  lower  {{user=dave}} request_percentage: 50 from {{user=<default>}} -> 2
+Fleet rightsize: 2 clusters, 7 entities proposed, 0 failed; table: {out}/proposals.parquet
 """
     rows = read_proposals(out / "proposals.parquet")
-    assert [r.user for r in rows] == ["alice", "alice", "bob", "carol", "carol", "carol", "ops", "dave",
-                                      "erin"]
+    assert [r.user for r in rows] == ["alice", "alice", "bob", "carol", "carol", "carol", "dave", "dave",
+                                      "erin", "fay", "fay", "fay", "ops", "dave", "erin"]
     assert rows[-2].proposal == 2.0  # 0.2 × 1.5 rounds up to 1, floored by --min to 2
     assert pq.read_table(out / "proposals.parquet").schema.field("current_value").type == "double"
-    assert "| `{user=dave, client-id=x}` | request_percentage | 0.2 | 0.3 | 50 from {user=<default>} | 2 | " \
+    assert "| `{user=dave}` | 1 | request_percentage | 0.2 | 0.3 | 50 from {user=<default>} | 2 | " \
         "lower |" in (out / "proposals.md").read_text(encoding="utf-8")
-    for cluster, summary in (("east", "Plan: 4 to add, 1 to change, 0 to delete."),
+    for cluster, summary in (("east", "Plan: 3 to add, 3 to change, 0 to delete."),
                              ("west", "Plan: 1 to add, 0 to change, 0 to delete.")):
         folder = out / cluster
         assert run_cli("--config", fleet / "kqplan.toml", "validate", folder).exit_code == 0
@@ -380,7 +438,7 @@ def test_policy_labels_are_checked_on_the_written_manifest(fleet):
     config.write_text(config.read_text() + '\n[policy]\nrequired-labels = ["team"]\n', encoding="utf-8")
     failed = rightsize(fleet, "--out", fleet / "o", "--cluster", "west")
     assert failed.exit_code == 1
-    assert "error[KQP154] {user=dave, client-id=x} has no label team" in failed.stderr
+    assert "error[KQP154] {user=dave} has no label team" in failed.stderr
     assert "the proposals do not validate under" in failed.stderr
     labelled = rightsize(fleet, "--out", fleet / "o", "--cluster", "west", "--label", "team=platform")
     assert labelled.exit_code == 0

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kqplan.core.errors import KqplanError
-from kqplan.fleet.spark_impact import usage_frame
+from kqplan.fleet.spark_usage import samples_of, usage_frame
 from kqplan.fleet.usage import Sample, Usage, read_usage
 
 
@@ -37,7 +37,7 @@ def write_usage(directory: Path) -> list[Path]:
 
 
 def spark_usage(spark: Any, paths: list[Path]) -> Usage:
-    rows = usage_frame(spark, paths).collect()
+    rows = samples_of(usage_frame(spark, paths)).collect()
     return Usage([Sample(*r) for r in rows if r["value"] is not None],
                  frozenset((r["cluster"], r["user"], r["client_id"]) for r in rows))
 
@@ -110,7 +110,7 @@ def test_bad_rows_are_refused_naming_the_file(spark: Any, tmp_path: Path, line: 
 
 def test_a_path_spark_cannot_see_is_named_with_the_fix(spark: Any, tmp_path: Path, monkeypatch) -> None:
     """What a Spark Connect server on another machine answers for a path only the driver sees."""
-    import kqplan.fleet.spark_impact as engine
+    import kqplan.fleet.spark_usage as engine
 
     gone = tmp_path / "gone.jsonl"
     monkeypatch.setattr(engine, "usage_files", lambda paths: iter([gone]))

@@ -1,0 +1,311 @@
+"""The Spark engine's usage: the files, URIs and catalog tables of ``--usage``/``--usage-table``
+read by Spark itself under :mod:`kqplan.fleet.usage`'s rules, as one *usage frame* — a row per
+sample, and a row with a null ``value`` for an observed principal without any rate.
+
+Local paths are listed here (kqplan reads CSV headers and Parquet footers, to read apart the files
+Spark would misread together); URIs of any filesystem Spark's Hadoop layer reads (``file://``,
+``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``) and tables are listed and read by Spark alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.spark import frame_of
+from kqplan.fleet.usage import (
+    COLUMNS_HINT,
+    NUMBER,
+    TIME,
+    TS_HINT,
+    TS_RANGE,
+    USAGE_KEYS,
+    Usage,
+    is_uri,
+    not_utf8,
+    read_parquet,
+    usage_files,
+)
+
+_WIDE = ("cluster string, user string, client_id string, ts double, "
+         + ", ".join(f"{k} double" for k in USAGE_KEYS))
+"""A usage frame: a row per usage row (per sample for :func:`samples_frame`), a column per key —
+null: no sample of it; a row of nothing but nulls still names an observed principal. Wide, as
+usage files are: the jobs aggregate the keys side by side in one pass."""
+_CHECKS = ("problem string, file string, ts_text string, "
+           + ", ".join(f"raw_{k} string, bad_{k} boolean" for k in USAGE_KEYS))
+"""The columns an unchecked usage frame adds: what is wrong with the row (null: nothing), where it
+comes from, and each cell as written, for :func:`check`'s message."""
+
+
+def samples_frame(spark: Any, usage: Usage | Sequence[Any]) -> Any:
+    """Usage already in this process as a usage frame (tests, small inputs): a row per sample."""
+    observed = usage if isinstance(usage, Usage) else Usage.of(usage)
+    rows: list[tuple[Any, ...]] = [(s.cluster, s.user, s.client_id, s.ts,
+                                    *(s.value if k == s.key else None for k in USAGE_KEYS))
+                                   for s in observed.samples]
+    rows += [(c, u, i, None, *(None for _ in USAGE_KEYS)) for c, u, i in sorted(observed.principals)]
+    return frame_of(spark, rows, _WIDE)
+
+
+def samples_of(frame: Any) -> Any:
+    """A usage frame as one row per principal, key and usage row: ``cluster, user, client_id, key,
+    value, ts`` (value null: no sample of that key in that row)."""
+    from pyspark.sql import functions as F
+
+    pairs = ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS)
+    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {pairs}) as (key, value)")
+    return frame.select("cluster", "user", "client_id", stacked, "ts")
+
+
+def _timestamp(frame: Any, *, nanos: bool = False) -> tuple[Any, Any]:
+    """The ``ts`` column of a usage file as (seconds since the epoch, the raw text for messages),
+    by its type: a timestamp (naive ones are UTC, as the local reader takes them; ``nanos``: read as
+    nanoseconds since the epoch), a number, or text in one of :mod:`kqplan.fleet.usage`'s two
+    forms. Anything else, and seconds outside :data:`kqplan.fleet.usage.TS_RANGE`: null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if "ts" not in frame.columns:
+        return F.lit(None).cast("double"), F.lit(None).cast("string")
+    kind = frame.schema["ts"].dataType
+    column = F.col("ts")
+    if nanos:  # a Parquet TIMESTAMP(NANOS), read as its count of nanoseconds
+        return _in_range(column.cast("double") / F.lit(1e9)), column.cast("string")
+    if isinstance(kind, T.TimestampNTZType):  # wall time: read it as UTC
+        kind, column = T.StringType(), F.concat(column.cast("string"), F.lit("Z"))
+    if isinstance(kind, T.TimestampType):
+        return F.unix_micros(column) / F.lit(1e6), column.cast("string")
+    if isinstance(kind, T.NumericType):
+        return _in_range(column.cast("double")), column.cast("string")
+    text = column.cast("string")
+    # an ISO time without a zone is UTC: spelled out, so the session's time zone plays no part
+    zoned = (F.when(F.length(text) == 10, F.concat(text, F.lit("T00:00:00Z")))
+             .when(~text.rlike("(Z|[+-][0-9]{2}:[0-9]{2})$"), F.concat(text, F.lit("Z")))
+             .otherwise(text))
+    seconds = (F.when(text.rlike(NUMBER), _in_range(text.try_cast("double")))
+               .when(text.rlike(TIME), F.unix_micros(F.try_to_timestamp(zoned)) / F.lit(1e6)))
+    return seconds, text
+
+
+def _in_range(seconds: Any) -> Any:
+    """``seconds`` when within :data:`~kqplan.fleet.usage.TS_RANGE` (NaN and infinity are not)."""
+    from pyspark.sql import functions as F
+
+    return F.when(seconds.between(F.lit(TS_RANGE[0]), F.lit(TS_RANGE[1])), seconds)
+
+
+def _csv_header(path: Path) -> tuple[str, ...]:
+    """A CSV file's column names (its first line)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return tuple(next(csv.reader(fh), []))
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from None
+    except OSError as exc:
+        raise KqplanError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _parquet_types(path: Path) -> tuple[str, ...]:
+    """The types of a Parquet file's usage columns (its footer, read by pyarrow): Spark reads files
+    of one schema together, and a ``ts`` written as a number in one file and as a timestamp in
+    another would stop the read."""
+    schema = read_parquet(path, schema_only=True)
+    wanted = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    return tuple(f"{name}:{schema.field(name).type}" for name in wanted if name in schema.names)
+
+
+def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] = (), *,
+                checked: bool = True) -> Any:
+    """The usage read by Spark itself, never through this process's memory (the point of the
+    engine at 10^7 samples), as a usage frame under the local reader's rules
+    (:func:`kqplan.fleet.usage.read_usage`): cluster and user required, an empty or missing
+    client_id is the empty string, a key's empty cell is no sample, any other value must be a
+    number, and ``ts`` a time. ``usage``: local paths, or URIs (:func:`is_uri`); ``tables``:
+    names in Spark's catalog. ``checked``: every row is checked now (one pass over the data);
+    otherwise the frame carries ``problem`` (null, or what is wrong) for the aggregation that reads
+    it to check (:func:`kqplan.fleet.spark_impact.usage_aggregates`), and :func:`check` to name."""
+    try:
+        frame = _usage_frame(spark, usage, tables)
+    except Exception as exc:  # what Spark cannot read, named: a Connect server's paths above all
+        raise read_error(spark, exc) from None
+    if not checked:
+        return frame
+    check(frame)
+    return frame.select("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+
+
+def read_error(spark: Any, exc: Exception) -> Exception:
+    """A KqplanError for what Spark could not read; ``exc`` itself when it is none of that. Reading
+    is lazy: any action over a usage frame may meet it."""
+    text = str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if (found := re.search(r"\[PATH_NOT_FOUND\][^:]*: (\S+)", text)) is not None:
+        connect = type(spark).__module__.startswith("pyspark.sql.connect")
+        return KqplanError(
+            f"Spark found no file at {found[1].removesuffix('.')}: the Spark engine reads --usage itself"
+            + (", on the Spark Connect server's filesystem" if connect else ""),
+            hint="give a path or URI that the Spark executors (or the Connect server) see, e.g. on a "
+            "shared filesystem or object store")
+    if (found := re.search(r"\[TABLE_OR_VIEW_NOT_FOUND\][^`]*(`[^ ]*`)", text)) is not None:
+        return KqplanError(f"--usage-table: no table {found[1]} in Spark's catalog",
+                           hint="name a table the Spark session sees (catalog.schema.table)")
+    if (found := re.search(r"\[FAILED_READ_FILE[^\]]*\][^\n]*?file (\S+?)\.?\s", text)) is not None:
+        header = "CSV header does not conform" in text
+        return KqplanError(f"Spark cannot read {found[1]}" + (
+            ": its CSV header differs from the other CSV files read with it" if header else ""),
+            hint="give CSV files with other columns as their own --usage" if header else COLUMNS_HINT)
+    if type(exc).__name__ == "AnalysisException" or "CANNOT_MERGE" in text or "merge" in first.lower():
+        return KqplanError(f"Spark cannot read the usage: {first}", hint=COLUMNS_HINT)
+    return exc
+
+
+_FORMATS = (("parquet", "*.parquet"), ("csv", "*.csv"), ("json", "*.{json,jsonl}"))
+
+
+def _read(spark: Any, fmt: str, files: str | Sequence[str], *, listed: bool = False) -> Any:
+    """A reader of ``fmt`` (CSV cells as strings with the header checked, JSON primitives as
+    strings) over ``files``; ``listed``: a URI that Spark lists itself, under ``fmt``'s suffixes."""
+    reader = spark.read
+    if listed:
+        reader = reader.option("recursiveFileLookup", True).option("pathGlobFilter", dict(_FORMATS)[fmt])
+    if fmt == "csv":  # every column a string; a file whose header differs is refused, not misread
+        reader = reader.option("header", True).option("enforceSchema", False)
+    elif fmt == "json":
+        reader = reader.option("primitivesAsString", True)
+    paths = [files] if isinstance(files, str) else list(files)
+    return reader.parquet(*paths) if fmt == "parquet" else getattr(reader, fmt)(paths)
+
+
+def _uri_frames(spark: Any, uri: str) -> list[tuple[Any, bool]]:
+    """A URI's usage as (frame, nanos) per format: a file by its suffix, a directory by listing
+    (Spark's, recursive) the files of each format. A URI without any usage file is an error."""
+    suffix = uri.rsplit("/", 1)[-1].rpartition(".")[2].lower()
+    single = {"parquet": "parquet", "csv": "csv", "json": "json", "jsonl": "json"}.get(suffix)
+    if single is not None:
+        return [_parquet_frame(spark, uri) if single == "parquet" else (_read(spark, single, uri), False)]
+    frames = []
+    for fmt, _ in _FORMATS:
+        try:
+            frames.append(_parquet_frame(spark, uri, listed=True) if fmt == "parquet"
+                          else (_read(spark, fmt, uri, listed=True), False))
+        except Exception as exc:
+            if "UNABLE_TO_INFER_SCHEMA" not in str(exc):  # no file of that format there
+                raise
+    if not frames:
+        raise KqplanError(f"--usage {uri}: no usage file there (.csv, .json, .jsonl, .parquet)",
+                          hint=COLUMNS_HINT)
+    return frames
+
+
+def _parquet_frame(spark: Any, uri: str, *, listed: bool = False) -> tuple[Any, bool]:
+    """Parquet files of a URI, their schemas merged; files whose ``ts`` is TIMESTAMP(NANOS) are
+    read as nanosecond counts (all of them: a URI mixing both is refused by the merge)."""
+    frame = _read(spark, "parquet", uri, listed=listed)
+    try:
+        frame.schema  # noqa: B018 - resolving the schema is what refuses TIMESTAMP(NANOS)
+    except Exception as exc:
+        if "TIMESTAMP(NANOS" not in str(exc):
+            raise
+        spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+        return _read(spark, "parquet", uri, listed=listed), True
+    return frame, False
+
+
+def _path_frames(spark: Any, paths: Sequence[Path]) -> list[tuple[Any, bool]]:
+    """Local paths, listed here: files read together only when Spark would read each the same way
+    — CSV files by their header (Spark reads the others' columns by position), Parquet files by
+    their types."""
+    by_kind: dict[tuple[str, ...], list[str]] = {}
+    for path in (p.absolute() for p in usage_files(paths)):  # relative paths are this process's
+        kind = (("parquet", *_parquet_types(path)) if path.suffix == ".parquet"
+                else ("csv", *_csv_header(path)) if path.suffix == ".csv" else ("json",))
+        by_kind.setdefault(kind, []).append(str(path))
+    frames = []
+    for kind, files in sorted(by_kind.items()):
+        nanos = any(k.startswith("ts:timestamp[ns") for k in kind)
+        if nanos:  # Spark reads TIMESTAMP(NANOS) only as a count (this session, from now on)
+            spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+        frames.append((_read(spark, kind[0], files), nanos))
+    return frames
+
+
+def _usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str]) -> Any:
+    from pyspark.sql import functions as F
+
+    paths = [Path(u) for u in usage if not is_uri(u)]
+    read = [(frame, nanos, F.input_file_name()) for frame, nanos in _path_frames(spark, paths)]
+    for uri in (str(u) for u in usage if is_uri(u)):
+        read += [(frame, nanos, F.input_file_name()) for frame, nanos in _uri_frames(spark, uri)]
+    read += [(spark.table(name), False, F.lit(f"table {name}")) for name in tables]
+    frames = [_checked_columns(frame, nanos, origin) for frame, nanos, origin in read]
+    if not frames:
+        return frame_of(spark, [], f"{_WIDE}, {_CHECKS}")
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    unnamed = (F.col("cluster").isNull() | (F.col("cluster") == "") | F.col("user").isNull()
+               | (F.col("user") == ""))
+    no_time = F.col("ts_text").isNotNull() & (F.col("ts_text") != "") & F.col("ts").isNull()
+    bad = F.lit(False)
+    for k in USAGE_KEYS:
+        bad = bad | F.col(f"bad_{k}")
+    problem = F.when(unnamed, F.lit("name")).when(no_time, F.lit("ts")).when(bad, F.lit("value"))
+    return rows.withColumn("problem", problem)
+
+
+def _checked_columns(frame: Any, nanos: bool, origin: Any) -> Any:
+    """One source's rows as a usage frame with the check columns but ``problem``: names as text,
+    ``ts`` in seconds, each key's value under the local reader's rule
+    (:func:`kqplan.fleet.usage.number`) — a number column only finite (it is read as it is), a text
+    column also spelled as :data:`~kqplan.fleet.usage.NUMBER` says (a boolean is no number)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    present = set(frame.columns)
+
+    def text(name: str) -> Any:
+        return F.col(f"`{name}`").cast("string") if name in present else F.lit(None).cast("string")
+
+    finite = F.lit(float("inf"))
+    keys = []
+    for k in USAGE_KEYS:
+        if k in present and isinstance(frame.schema[k].dataType, T.NumericType):
+            number = F.col(f"`{k}`").cast("double")
+            bad = F.col(f"`{k}`").isNotNull() & ~(F.abs(number) < finite)  # NaN is above infinity
+            value = F.when(~bad, number)
+        else:  # try_cast, as Spark 4 is ANSI (a cast would throw)
+            cell = text(k)
+            has = cell.isNotNull() & (cell != "")
+            bad = has & (~cell.rlike(NUMBER) | ~(F.abs(cell.try_cast("double")) < finite))
+            value = F.when(has & ~bad, cell.try_cast("double"))
+        keys += [value.alias(k), text(k).alias(f"raw_{k}"), F.coalesce(bad, F.lit(False)).alias(f"bad_{k}")]
+    seconds, ts_text = _timestamp(frame, nanos=nanos)
+    return frame.select(text("cluster").alias("cluster"), text("user").alias("user"),
+                        F.coalesce(text("client_id"), F.lit("")).alias("client_id"), seconds.alias("ts"),
+                        *keys, ts_text.alias("ts_text"), origin.alias("file"))
+
+
+def check(frame: Any) -> None:
+    """The first row of an unchecked usage frame that breaks a rule, as an error naming its file
+    (one pass over the data; none when every row keeps the rules)."""
+    from pyspark.sql import functions as F
+
+    try:
+        found = frame.where(F.col("problem").isNotNull()).limit(1).collect()
+    except Exception as exc:
+        raise read_error(frame.sparkSession, exc) from None
+    if not found:
+        return
+    row = found[0]
+    where = row["file"].removeprefix("file://")
+    if row["problem"] == "name":
+        raise KqplanError(f"{where}: a row has no cluster or user (both are required)", hint=COLUMNS_HINT)
+    if row["problem"] == "ts":
+        raise KqplanError(f"{where}: ts is not a time: {row['ts_text']!r}", hint=TS_HINT)
+    key = next(k for k in USAGE_KEYS if row[f"bad_{k}"])
+    raise KqplanError(f"{where}: {key} is not a number: {row[f'raw_{key}']!r}")
