@@ -1,5 +1,5 @@
 """The Spark engine's impact: the usage read by Spark, every observed principal joined against the
-eight precedence levels before and after the plan (the quota side broadcast), its bucket, and the
+eight precedence levels before and after the plan, its bucket, and the
 bucket's usage, as DataFrame operations. The rows of :func:`kqplan.fleet.impact.impact_rows`, which
 the tests hold it to; the levels and the bucket rule are the core's, taken as data.
 """
@@ -83,7 +83,8 @@ def winners(spark: Any, table: Any, entries: Any, label: str) -> Any:
     """``(cluster, user, client_id, key, label)`` for the principal-keys of ``table``, ``label`` a
     struct ``(rank, value, source, tag_user, tag_client)`` of the entry of ``entries``
     (:func:`quota_entries`) that supplies the key — the first of the eight precedence levels that
-    sets it (the entries broadcast); no row where none does (unlimited). ``tag_user`` and
+    sets it; no row where none does (unlimited). The join's strategy is Spark's: a
+    broadcast forced on the entries of a large fleet passes the driver's memory. ``tag_user`` and
     ``tag_client`` say which of the connection's names the key's bucket carries
     (:func:`kqplan.core.buckets.bucket`)."""
     from pyspark.sql import functions as F
@@ -102,7 +103,7 @@ def winners(spark: Any, table: Any, entries: Any, label: str) -> Any:
               .where(~((F.col("client_id") == F.lit("")) & ~F.col("empty_ok")))  # empty: 2 levels only
               .withColumn("u", slot(F.col("u_match"), F.col("user")))
               .withColumn("c", slot(F.col("c_match"), F.col("client_id"))))
-    hits = probes.join(F.broadcast(entries), ["cluster", "u", "c", "key"])
+    hits = probes.join(entries, ["cluster", "u", "c", "key"])
     return (hits.groupBy(*KEYS)  # lowest rank wins
             .agg(F.min(F.struct("rank", "value", "source", "tag_user", "tag_client")).alias(label)))
 
@@ -201,7 +202,7 @@ def same_group(cluster: str, key: str, bu: str, bc: str) -> list[Any]:
 def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
                  q: float | None, *, window: float = DEFAULT_WINDOW) -> Iterator[tuple[Any, list[str]]]:
     """The impact table as a DataFrame — every principal joined against the eight precedence levels
-    (the quota side broadcast), the first that sets the key taken, each bucket's usage summed — and
+    (the quota side), the first that sets the key taken, each bucket's usage summed — and
     the clusters whose usage is not windowed. Columns: those of
     :class:`~kqplan.fleet.impact.ImpactRow`, with each bucket as its tags (``before_bu, before_bc``,
     ``after_bu, after_bc``) instead of its display form. The two aggregates of the usage it reads
