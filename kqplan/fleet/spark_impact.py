@@ -114,7 +114,7 @@ def with_effective(spark: Any, table: Any, entries: Any, label: str) -> Any:
     return table.join(winners(spark, table, entries, label), KEYS, "left")
 
 
-def _bucket_tags(side: str) -> tuple[Any, Any]:
+def bucket_tags(side: str) -> tuple[Any, Any]:
     """The bucket's user and client-id tags of a principal-key on one side (:func:`winners`'s
     struct ``side``): the connection's names the bucket carries, null for the others."""
     from pyspark.sql import functions as F
@@ -128,7 +128,7 @@ def _bucket_usage(base: Any, won: Any, means: Any, *, side: str, q: float | None
     """``(g_cluster, g_key, g_bu, g_bc, {side}_group_usage)`` per bucket of one side
     (:func:`group_usage`). ``g_bu``/``g_bc``: the bucket's user and client-id tags (null when the
     bucket does not carry that name)."""
-    bu, bc = _bucket_tags(side)
+    bu, bc = bucket_tags(side)
     members = base.join(won, KEYS).select(*KEYS, "usage", bu.alias("bu"), bc.alias("bc"))
     return group_usage(members, means, total=f"{side}_group_usage", q=q, untimed=untimed)
 
@@ -215,7 +215,7 @@ def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]]
             entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
             won = winners(spark, base, entries, label)
             totals = _bucket_usage(base, won, means, side=label, q=q, untimed=untimed)
-            bu, bc = _bucket_tags(label)
+            bu, bc = bucket_tags(label)
             table = table.join(won, KEYS, "left").withColumn(f"{label}_bu", bu).withColumn(f"{label}_bc", bc)
             same = same_group("cluster", "key", f"{label}_bu", f"{label}_bc")
             table = table.join(totals, same, "left").drop("g_cluster", "g_key", "g_bu", "g_bc")

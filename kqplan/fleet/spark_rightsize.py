@@ -104,6 +104,7 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
 
     from kqplan.fleet.spark_impact import (
         KEYS,
+        bucket_tags,
         group_usage,
         quota_entries,
         same_group,
@@ -117,8 +118,7 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
         unlimited = F.col("current").isNull()
         # the bucket now (null: unlimited), and the group a proposal is made for: the bucket, or
         # for an unlimited principal its own entity
-        now_u, now_c = F.when(F.col("current.tag_user"), F.col("user")), \
-            F.when(F.col("current.tag_client"), F.col("client_id"))
+        now_u, now_c = bucket_tags("current")
         own_c = F.when(F.col("client_id") != "", F.col("client_id"))
         table = (table.withColumn("now_u", now_u).withColumn("now_c", now_c)
                  .withColumn("bu", F.when(unlimited, F.col("user")).otherwise(now_u))
