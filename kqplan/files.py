@@ -1,28 +1,203 @@
-"""Files kqplan writes: each replaced atomically, so a crash leaves the old file or the new one,
-never a torn one."""
+"""Files kqplan reads and writes, through one door each way.
+
+Reading: :func:`read_bounded` (and :func:`checked_input` for files a library streams) accepts
+regular files only, under a size limit, never blocks on a FIFO and never follows ``/dev/zero``
+until memory runs out; the refusal names the file and the limit. Writing: :func:`write_atomically`
+replaces a file so that a crash leaves the old file or the new one, never a torn one; it writes
+through a symlink to its target, keeps an existing file's mode and creates new files with the
+usual umask. :func:`write_all` writes a set of files all-or-nothing, as far as a file system
+allows (every file written first, then each renamed). :func:`inside` joins every output path
+under its ``--out`` directory, refusing names that would leave it."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
+from kqplan.core.errors import KqplanError
+from kqplan.core.filenames import component_problem
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` so that a crash leaves either the old or the new file, never a torn one."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+MIB = 1024 * 1024
+DEFAULT_INPUT_LIMIT = 512 * MIB
+"""Default bound of a file read whole (snapshot, seed, saved plan, client properties, …):
+``[limits] max-input-mib`` in kqplan.toml changes it."""
+NAME_MAX = 255
+"""Bytes in one file name on the usual file systems (ext4, XFS, APFS, NTFS counts UTF-16 units)."""
+TEMP_NAME_ROOM = 24
+"""Bytes a temporary sibling's name adds to the final name (``.NAME.XXXXXXXX.tmp``)."""
+
+
+def _refused(path: Path, what: str, problem: str, hint: str | None = None) -> KqplanError:
+    from kqplan.core.entity import visible
+
+    return KqplanError(f"cannot read {what} {visible(str(path))}: {problem}", hint=hint)
+
+
+def _open_regular(path: Path, what: str, limit: int) -> tuple[int, int]:
+    """Open ``path`` for reading without blocking (a FIFO must not hang us), refuse anything but
+    a regular file or one over ``limit`` bytes: (fd, size)."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _refused(path, what, exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise _refused(path, what, f"it is {kind}, not a regular file",
+                           hint="name a regular file (kqplan does not read devices, FIFOs or sockets)")
+        if st.st_size > limit:
+            raise _too_big(path, what, st.st_size, limit)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _too_big(path: Path, what: str, size: int, limit: int) -> KqplanError:
+    shown = f"{size / MIB:.1f} MiB" if size >= 0 else "more"
+    return _refused(path, what, f"it is {shown}, over the {limit / MIB:g} MiB limit",
+                    hint="raise [limits] max-input-mib in kqplan.toml if the file is right")
+
+
+def checked_input(path: Path, *, what: str = "file", limit: int | None = None) -> int:
+    """Check that ``path`` is a readable regular file of at most ``limit`` bytes (no limit when
+    None) before a library streams it; its size."""
+    fd, size = _open_regular(path, what, limit if limit is not None else 2**63 - 1)
+    os.close(fd)
+    return size
+
+
+def read_bounded(path: Path, *, what: str = "file", limit: int = DEFAULT_INPUT_LIMIT) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them (a file that grows while
+    read, or a /proc file that says it is empty, is bounded too); a KqplanError naming the file,
+    what it is for and the limit otherwise."""
+    fd, _ = _open_regular(path, what, limit)
+    try:
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise _refused(path, what, exc.strerror or str(exc)) from None
+    if len(data) > limit:
+        raise _too_big(path, what, -1, limit)
+    return data
+
+
+def read_bounded_text(path: Path, *, what: str = "file", limit: int = DEFAULT_INPUT_LIMIT) -> str:
+    """:func:`read_bounded` decoded as UTF-8 (a BOM is allowed); a KqplanError when it is not."""
+    data = read_bounded(path, what=what, limit=limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise _refused(path, what, f"line {line} is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+                       hint="save the file as UTF-8") from None
+
+
+def inside(out: Path, *names: str) -> Path:
+    """``out / names[0] / names[1] …``, where each name is one plain file name: never absolute,
+    never ``..``, no separator, nothing a file system would treat specially. Every output path
+    kqplan derives from a name it did not choose itself goes through here."""
+    path = out
+    for name in names:
+        problem = component_problem(name)
+        if problem is not None:
+            from kqplan.core.entity import visible
+
+            raise KqplanError(f"cannot write {visible(name)!r} under {visible(str(out))}: {problem}",
+                              hint="names used as file names must be plain names (letters, digits, "
+                              "'.', '_', '-'), not paths")
+        path = path / name
+    return path
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux ≥ 4.7), else by setting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _target(path: Path) -> Path:
+    """Where writing ``path`` lands: a symlink's target (the link stays a link), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _new_mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _write_temp(path: Path, text: str | bytes) -> Path:
+    """A fsynced temporary sibling of ``path`` holding ``text``, with the mode ``path`` has (or a
+    new file gets)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    mode = _new_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:NAME_MAX - TEMP_NAME_ROOM]}.", suffix=".tmp",
+                               dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
+
+
+def _sync_directory(directory: Path) -> None:
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_atomically(path: Path, text: str | bytes) -> None:
+    """Replace ``path`` so that a crash leaves either the old or the new file, never a torn one.
+    A symlink stays a symlink (its target is replaced); an existing file keeps its mode; a new one
+    gets ``0666 & ~umask``, like any file the user creates."""
+    write_all({path: text})
+
+
+def write_all(files: Mapping[Path, str | bytes]) -> None:
+    """Write every file, then rename each into place: a failure while writing (a full disk, a
+    name too long) leaves none of them changed. Renames are each atomic; a crash between two of
+    them leaves some files new and the others old, never a torn file."""
+    targets = {path: _target(path) for path in files}
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, text in files.items():
+            written.append((_write_temp(targets[path], text), targets[path]))
+    except BaseException:
+        for tmp, _ in written:
+            tmp.unlink(missing_ok=True)
+        raise
+    renamed = 0
+    try:
+        for tmp, target in written:
+            os.replace(tmp, target)
+            renamed += 1
+    except BaseException:
+        for tmp, _ in written[renamed:]:
+            tmp.unlink(missing_ok=True)
+        raise
+    for directory in {target.parent if str(target.parent) else Path(".") for _, target in written}:
+        _sync_directory(directory)

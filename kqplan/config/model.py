@@ -79,6 +79,9 @@ class ProjectConfig:
     clusters: Mapping[str, ClusterEntry] = field(default_factory=dict)
     policy: Policy = field(default_factory=Policy)
     max_file_bytes: int = 128 * 1024 * 1024
+    max_input_bytes: int = 512 * 1024 * 1024
+    """Bound of any other file read whole (snapshot, seed, saved plan, client properties, principals):
+    ``[limits] max-input-mib``; ``kqplan.files.DEFAULT_INPUT_LIMIT`` when no kqplan.toml says."""
     source: Path | None = None
 
     def cluster_id_for(self, guard: str) -> str:
