@@ -36,9 +36,12 @@ def _refused(path: Path, what: str, problem: str, hint: str | None = None) -> Kq
     return KqplanError(f"cannot read {what} {visible(str(path))}: {problem}", hint=hint)
 
 
-def _open_regular(path: Path, what: str, limit: int) -> tuple[int, int]:
+INPUT_LIMIT_HINT = "raise [limits] max-input-mib in kqplan.toml if the file is right"
+
+
+def _open_regular(path: Path, what: str, limit: int, hint: str) -> tuple[int, int]:
     """Open ``path`` for reading without blocking (a FIFO must not hang us), refuse anything but
-    a regular file or one over ``limit`` bytes: (fd, size)."""
+    a regular file or one over ``limit`` bytes (``hint`` says what to do then): (fd, size)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -52,7 +55,7 @@ def _open_regular(path: Path, what: str, limit: int) -> tuple[int, int]:
             raise _refused(path, what, f"it is {kind}, not a regular file",
                            hint="name a regular file (kqplan does not read devices, FIFOs or sockets)")
         if st.st_size > limit:
-            raise _too_big(path, what, st.st_size, limit)
+            raise _too_big(path, what, st.st_size, limit, hint)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -60,32 +63,37 @@ def _open_regular(path: Path, what: str, limit: int) -> tuple[int, int]:
     return fd, st.st_size
 
 
-def _too_big(path: Path, what: str, size: int, limit: int) -> KqplanError:
+def _too_big(path: Path, what: str, size: int, limit: int, hint: str) -> KqplanError:
     shown = f"{size / MIB:.1f} MiB" if size >= 0 else "more"
-    return _refused(path, what, f"it is {shown}, over the {limit / MIB:g} MiB limit",
-                    hint="raise [limits] max-input-mib in kqplan.toml if the file is right")
+    return _refused(path, what, f"it is {shown}, over the {limit / MIB:g} MiB limit", hint=hint)
 
 
-def checked_input(path: Path, *, what: str = "file", limit: int | None = None) -> int:
+def checked_input(path: Path, *, what: str = "file", limit: int | None = None,
+                  too_big_hint: str = INPUT_LIMIT_HINT) -> int:
     """Check that ``path`` is a readable regular file of at most ``limit`` bytes (no limit when
     None) before a library streams it; its size."""
-    fd, size = _open_regular(path, what, limit if limit is not None else 2**63 - 1)
+    fd, size = _open_regular(path, what, limit if limit is not None else 2**63 - 1, too_big_hint)
     os.close(fd)
     return size
 
 
-def read_bounded(path: Path, *, what: str = "file", limit: int = DEFAULT_INPUT_LIMIT) -> bytes:
+def read_bounded(path: Path, *, what: str = "file", limit: int = DEFAULT_INPUT_LIMIT,
+                 too_big_hint: str = INPUT_LIMIT_HINT) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them (a file that grows while
     read, or a /proc file that says it is empty, is bounded too); a KqplanError naming the file,
-    what it is for and the limit otherwise."""
-    fd, _ = _open_regular(path, what, limit)
+    what it is for and the limit otherwise, with ``too_big_hint`` when it is too large."""
+    fd, size = _open_regular(path, what, limit, too_big_hint)
     try:
         with os.fdopen(fd, "rb", closefd=True) as fh:
-            data = fh.read(limit + 1)
+            # the size fstat gave, then whatever more there is up to the bound (no bound-sized
+            # buffer for every small file)
+            data = fh.read(min(size, limit) + 1)
+            if len(data) > size and len(data) <= limit:
+                data += fh.read(limit + 1 - len(data))
     except OSError as exc:
         raise _refused(path, what, exc.strerror or str(exc)) from None
     if len(data) > limit:
-        raise _too_big(path, what, -1, limit)
+        raise _too_big(path, what, -1, limit, too_big_hint)
     return data
 
 
@@ -115,6 +123,12 @@ def inside(out: Path, *names: str) -> Path:
                               "'.', '_', '-'), not paths")
         path = path / name
     return path
+
+
+def _shown(path: Path) -> str:
+    from kqplan.core.entity import visible
+
+    return visible(str(path))
 
 
 def _umask() -> int:
@@ -182,6 +196,10 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
     name too long) leaves none of them changed. Renames are each atomic; a crash between two of
     them leaves some files new and the others old, never a torn file."""
     targets = {path: _target(path) for path in files}
+    for target in targets.values():
+        if target.is_dir():
+            raise KqplanError(f"cannot write {_shown(target)}: a directory is in the way",
+                              hint="move or remove that directory, or choose another output path")
     written: list[tuple[Path, Path]] = []
     try:
         for path, text in files.items():

@@ -6,7 +6,9 @@
 3. The real alter. Kafka makes each entity atomic, not the request: results are per entity.
    Requests are split only where one would pass Kafka's 10 000-record cap.
 4. One describe (polled with a bound, for read-after-write lag) verifies every change; an
-   alter whose outcome was lost (timeout, dropped connection) is resolved by it.
+   alter whose outcome was lost (timeout, dropped connection) is resolved by it. A value that
+   is neither the one sent nor what the broker makes of it was written by another writer
+   meanwhile (``changed underneath``): a fresh plan is needed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from kqplan.apply.verify import DEFAULT_VERIFY, VerifyPolicy, matches, poll, stored_differently
+from kqplan.apply.verify import (
+    DEFAULT_VERIFY,
+    VerifyPolicy,
+    changed_underneath,
+    matches,
+    poll,
+    stored_differently,
+)
 from kqplan.console import Progress
 from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, Cluster, EntityResult
 from kqplan.core.entity import Entity
@@ -186,6 +195,9 @@ def _outcome(change: Change, result: EntityResult | None, observed: QuotaState |
         # an alter that timed out may still land: "before" proves nothing then
         unchanged_yet = matches(now, change.before) and change.entity not in late
         status = Status.NOT_APPLIED if unchanged_yet else Status.UNKNOWN
+    elif changed_underneath(now, change):
+        # the broker took the alter; describe shows a third value: another writer's
+        return Outcome(change, Status.CHANGED_UNDERNEATH, stored=now or {})
     else:
         status = Status.UNVERIFIED
     return Outcome(change, status)

@@ -1,7 +1,10 @@
-"""Verifying an alter: describe until every change shows (read-after-write lag), within a bound."""
+"""Verifying an alter: describe until every change shows (read-after-write lag), within a bound;
+what describe shows instead is either the value as the broker stores it (``stored_differently``)
+or another writer's (``changed_underneath``)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,6 +12,7 @@ from dataclasses import dataclass
 from kqplan.console import Progress
 from kqplan.core.cluster import Cluster
 from kqplan.core.plan import Change, same_value
+from kqplan.core.quotas import FRACTION_TOLERANCE, INT_MAX, QUOTA_KEYS, ValueType
 from kqplan.core.state import Quotas, QuotaState
 
 
@@ -33,25 +37,66 @@ def matches(have: Quotas | None, want: Quotas | None) -> bool:
     return have.keys() == want.keys() and all(same_value(have[k], want[k]) for k in have)
 
 
+_LONG_MAX = 2**63 - 1
+
+
+def kept_as(key: str, stored: float, sent: float) -> bool:
+    """Whether a broker keeps ``sent`` as ``stored``: the same value (KRaft keeps the double), or
+    for a LONG/INT key the whole number a ZooKeeper-mode broker stores, ``(sent + 1e-6).toLong``
+    (docs/zk-rules.md §A4: 1235.0000001 and 1234.9999999 become 1235, NaN becomes 0)."""
+    if same_value(stored, sent):
+        return True
+    spec = QUOTA_KEYS.get(key)
+    if spec is None or spec.type is ValueType.DOUBLE:
+        return False
+    whole = _java_cast(sent + FRACTION_TOLERANCE, _LONG_MAX if spec.type is ValueType.LONG else INT_MAX)
+    # Kafka refuses `abs(whole - sent) > 1e-6`: false for NaN, which is stored as 0
+    return not abs(whole - sent) > FRACTION_TOLERANCE and stored == float(whole)
+
+
+def _java_cast(value: float, high: int) -> int:
+    """Java's ``(long)``/``(int)`` of a double: NaN is 0, out of range saturates, else toward zero."""
+    if math.isnan(value):
+        return 0
+    if value >= high:
+        return high
+    if value <= -high - 1:
+        return -high - 1
+    return int(value)
+
+
 def stored_differently(now: Quotas | None, change: Change) -> bool:
-    """The entity moved away from ``before``, has the keys asked, but other values: the broker
-    stored something else (a ZooKeeper-mode broker truncates 1235.0000001 to 1235)."""
-    return (now is not None and change.after is not None and not matches(now, change.before)
-            and now.keys() == change.after.keys())
+    """The entity moved away from ``before`` to the keys asked, each value the one sent or what the
+    broker makes of it (``kept_as``): the broker stores something else than asked, and re-running
+    cannot change that."""
+    after = change.after
+    return (now is not None and after is not None and not matches(now, change.before)
+            and now.keys() == after.keys() and all(kept_as(k, now[k], after[k]) for k in now))
+
+
+def changed_underneath(now: Quotas | None, change: Change) -> bool:
+    """Describe shows neither ``before`` nor the change nor what a broker stores of it: another
+    writer changed the entity between the alter and this describe (a fresh plan is needed)."""
+    return not matches(now, change.before) and not matches(now, change.after) and not (
+        stored_differently(now, change))
+
+
+def settled(now: Quotas | None, change: Change) -> bool:
+    """Describe shows a final answer for this change: waiting longer would not change it."""
+    return matches(now, change.after) or not matches(now, change.before)
 
 
 def poll(cluster: Cluster, changes: Sequence[Change], policy: VerifyPolicy,
           requests: dict[str, int], progress: Progress) -> QuotaState:
-    """Describe until every change shows (or shows as stored differently: waiting would not change
-    it), or the deadline passes; the last state seen."""
+    """Describe until every change shows (or shows as stored differently, or as changed by another
+    writer: waiting would not change it), or the deadline passes; the last state seen."""
     deadline = time.monotonic() + policy.timeout_s
     delay = policy.first_delay_s
     while True:
         progress("Verifying")
         requests["describe"] += 1
         state = cluster.describe()
-        if all(matches(state.get(c.entity), c.after) or stored_differently(state.get(c.entity), c)
-               for c in changes):
+        if all(settled(state.get(c.entity), c) for c in changes):
             return state
         if time.monotonic() + delay > deadline:
             return state

@@ -28,7 +28,11 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
         elif isinstance(exc, DiagnosticsError):
             sys.stderr.write(str(exc) + "\n")
         else:
-            sys.stderr.write(f"Error: {exc}\n")
+            from kqplan.core.entity import visible
+
+            # a message or hint may carry a path or a value from the input: one line each, escaped
+            sys.stderr.write(f"Error: {visible(exc.message)}\n" if exc.hint is None else
+                             f"Error: {visible(exc.message)}\n  = help: {visible(exc.hint)}\n")
         if global_options["debug"]:
             traceback.print_exc()
         return ExitCode.ERROR

@@ -36,7 +36,8 @@ def export(
     fmt: Annotated[str, typer.Option(
         "--format", help="yaml (manifests) | json (snapshot)", metavar="FORMAT")] = "yaml",
     force: Annotated[bool, typer.Option(
-        "--force", help="Overwrite files that differ, and remove stale exported ones.")] = False,
+        "--force", help="Overwrite files that differ, and remove this cluster's stale exported ones "
+        "(another cluster's export is never replaced or removed).")] = False,
     no_ownership: Annotated[bool, typer.Option(
         "--no-ownership", help="Write no ownership block (the cluster is not adopted whole).")] = False,
     config: ConfigOpt = None,

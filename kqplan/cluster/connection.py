@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kqplan.cluster.clientfiles import MAX_PROPERTIES_BYTES, read_client_file
 from kqplan.cluster.kerberos import KerberosSettings
 from kqplan.cluster.properties import parse_properties
 from kqplan.cluster.security import OAuthSettings, SecurityProtocol, Settings, check_keys, sasl, tls_settings
@@ -30,7 +31,6 @@ from kqplan.core.errors import KqplanError
 
 ENV_BOOTSTRAP = "KQPLAN_BOOTSTRAP_SERVER"
 ENV_COMMAND_CONFIG = "KQPLAN_COMMAND_CONFIG"
-MAX_PROPERTIES_BYTES = 1024 * 1024
 MAX_CLIENT_ID_BYTES = 32_767  # the request header's int16-length string
 DEFAULT_RECEIVE_MAX_BYTES = 256 * 1024 * 1024
 """A describe of 100k entities is ~10 MB; this admits ~2.5M. kafka-python's own default
@@ -178,15 +178,8 @@ def load_connection_config(bootstrap: str | None, command_config: Path | None, *
     if command_config is None:
         return config_from_properties("", bootstrap=bootstrap, source="(no --command-config)",
                                       env=env)
-    try:
-        with command_config.open("rb") as fh:
-            # a client properties file is a few KB; /dev/zero or a mistaken path must not fill memory
-            data = fh.read(MAX_PROPERTIES_BYTES + 1)
-    except OSError as exc:
-        raise KqplanError(f"cannot read --command-config {command_config}: {exc.strerror}") from None
-    if len(data) > MAX_PROPERTIES_BYTES:
-        raise KqplanError(f"--command-config {command_config} is over {MAX_PROPERTIES_BYTES // 1024} KiB: "
-                          "not a client properties file", hint="give the client.properties file")
+    data = read_client_file(command_config, what="command config", limit=MAX_PROPERTIES_BYTES,
+                            too_big="give the client.properties file (a few KB)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

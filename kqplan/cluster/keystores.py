@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from kqplan.cluster.clientfiles import MAX_STORE_BYTES, read_client_file
 from kqplan.cluster.tls import Secret
-
-MAX_STORE_BYTES = 16 * 1024 * 1024
-"""A key store is a few KB and a trust store with every public CA ~200 KB; a larger file is a
-mistaken path (and must not fill memory)."""
+from kqplan.core.errors import KqplanError
 
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
 _JCEKS_MAGIC = b"\xce\xce\xce\xce"
@@ -108,18 +106,13 @@ def declared_format(value: str | None, keys: StoreKeys) -> StoreFormat | None:
 def read_store(path: str, keys: StoreKeys) -> bytes:
     """The store file's bytes; a StoreError naming ``*.location`` when it cannot be read."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_STORE_BYTES + 1)
-    except OSError as exc:
-        raise StoreError(
-            keys.location,
-            f"cannot read {path}: {exc.strerror}",
-            "check the path (it is read relative to the directory kqplan runs in) "
-            "and that the file is readable",
-        ) from None
-    if len(data) > MAX_STORE_BYTES:
-        raise StoreError(keys.location, f"{path} is over {MAX_STORE_BYTES >> 20} MiB: not a key store")
-    return data
+        return read_client_file(path, what="key store" if keys == KEYSTORE else "trust store",
+                                limit=MAX_STORE_BYTES,
+                                too_big="a key or trust store is a few KB: check the path")
+    except KqplanError as exc:
+        raise StoreError(keys.location, exc.message, exc.hint or
+                         "check the path (it is read relative to the directory kqplan runs in) "
+                         "and that the file is readable") from None
 
 
 def sniff_format(data: bytes) -> StoreFormat | None:

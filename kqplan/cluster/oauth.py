@@ -11,6 +11,7 @@ from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
+from kqplan.cluster.clientfiles import MAX_PROPERTIES_BYTES, read_client_file
 from kqplan.cluster.failures import AuthenticationFailed, ConnectionFailed
 from kqplan.cluster.security import OAuthSettings
 from kqplan.core.errors import KqplanError
@@ -42,11 +43,13 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-pytho
             self._token, self._expires = f"{b64({'alg': 'none'})}.{b64(claims)}.", now + 3600
         elif s.token_endpoint.startswith("file://"):
             path = urllib.parse.urlparse(s.token_endpoint).path
+            data = read_client_file(path, what="the OAuth token file", limit=MAX_PROPERTIES_BYTES,
+                                    too_big="a token file holds one token of a few KB: check the path")
             try:
-                with open(path, encoding="utf-8") as fh:
-                    self._token, self._expires = fh.read().strip(), now + 60
-            except OSError as exc:
-                raise KqplanError(f"cannot read the OAuth token file {path}: {exc.strerror}") from None
+                self._token, self._expires = data.decode("utf-8").strip(), now + 60
+            except UnicodeDecodeError:
+                raise KqplanError(f"the OAuth token file {path} is not UTF-8 text",
+                                  hint="the file must hold the token (a JWT) as text") from None
         else:
             self._token, self._expires = self._fetch(now)
         return self._token

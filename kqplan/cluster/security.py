@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from kqplan.cluster import settings as known
+from kqplan.cluster.clientfiles import MAX_STORE_BYTES, check_client_file, read_client_file
 from kqplan.cluster.kerberos import KerberosSettings
 from kqplan.cluster.keystores import (
     JAVA_FORMATS,
@@ -137,16 +138,28 @@ def _read_pem_path(cfg: Settings, key: str, kind: str) -> str | None:
     if path is None:
         return None
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(65536)
-    except OSError as exc:
-        raise cfg.error(key, f"cannot read {path}: {exc.strerror}") from None
+        head = read_client_file(path, what="PEM file", limit=MAX_STORE_BYTES,
+                                too_big="a PEM file is a few KB: check the path")
+    except KqplanError as exc:
+        raise cfg.error(key, exc.message, exc.hint) from None
     if b"-----BEGIN" not in head:
         hint = known.CONVERT_HINTS[kind]
         if sniff_format(head) in JAVA_FORMATS:
             store = "ssl.truststore" if kind == "the CA certificates" else "ssl.keystore"
             hint = f"a PKCS12 or JKS store goes in {store}.location (with {store}.password); {hint}"
         raise cfg.error(key, f"{path} is not a PEM file; kqplan needs {kind} in PEM format", hint)
+    return path
+
+
+def _crl_path(cfg: Settings) -> str | None:
+    """``ssl.crl.location``: OpenSSL reads it when the connection is made; checked now (a regular
+    file under the bound), so that a FIFO or a device is reported at its line."""
+    path = cfg.get("ssl.crl.location")
+    if path is not None:
+        try:
+            check_client_file(path, what="CRL file")
+        except KqplanError as exc:
+            raise cfg.error("ssl.crl.location", exc.message, exc.hint) from None
     return path
 
 
@@ -229,7 +242,7 @@ def tls_settings(cfg: Settings) -> tuple[TlsSettings, tuple[str, ...]]:
         ca_file=ca_file, ca_pem=ca_pem, cert_file=cert_file, cert_pem=cert_pem, key_file=key_file,
         key_pem=Secret(key_pem) if key_pem else None,
         key_password=Secret(password) if password else None,
-        crl_file=cfg.get("ssl.crl.location"),
+        crl_file=_crl_path(cfg),
         check_hostname=algorithm is None or algorithm.lower() == "https",
         verify=verify is None or verify.lower() == "true",
         tls13_only=_tls13_only(cfg),
@@ -342,11 +355,10 @@ def _kerberos(cfg: Settings, jaas: JaasConfig | None) -> KerberosSettings:
         keytab_key, keytab = cfg.first("sasl.kerberos.keytab")
     if keytab is not None:
         try:
-            with open(keytab, "rb") as fh:
-                head = fh.read(2)
-        except OSError as exc:
-            raise cfg.error(keytab_key or "sasl.kerberos.keytab",
-                            f"cannot read the keytab {keytab}: {exc.strerror}") from None
+            head = read_client_file(keytab, what="the keytab", limit=MAX_STORE_BYTES,
+                                    too_big="a keytab is a few KB: check the path")[:2]
+        except KqplanError as exc:
+            raise cfg.error(keytab_key or "sasl.kerberos.keytab", exc.message, exc.hint) from None
         if head not in _KEYTAB_VERSIONS:
             raise cfg.error(keytab_key or "sasl.kerberos.keytab", f"{keytab} is not a Kerberos keytab",
                             "create one with ktutil or kadmin's ktadd (Java's ktab writes the same format)")

@@ -8,15 +8,16 @@ from pathlib import Path
 from kqplan.core.cluster import ALL, Alteration, ClusterIdentity, DescribeFilter, EntityResult
 from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
+from kqplan.files import DEFAULT_INPUT_LIMIT
 from kqplan.snapshot.file import load_snapshot
 
 
 class SnapshotCluster:
     """Reads its state once, at open; describe answers from that copy."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, limit: int = DEFAULT_INPUT_LIMIT) -> None:
         self.path = path
-        self._snapshot = load_snapshot(path)
+        self._snapshot = load_snapshot(path, limit=limit)
         self._state = self._snapshot.state
 
     def identity(self) -> ClusterIdentity:

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kqplan.cluster.clientfiles import MAX_STORE_BYTES, check_client_file, read_client_file
 from kqplan.core.errors import KqplanError
 
 
@@ -97,6 +98,10 @@ def build_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3 if tls.tls13_only else ssl.TLSVersion.TLSv1_2
     what = "the CA certificates"
+    for name, path in (("CA file", tls.ca_file), ("CRL file", tls.crl_file),
+                       ("certificate file", tls.cert_file), ("key file", tls.key_file)):
+        if path is not None:  # OpenSSL opens these itself: a FIFO would hang it, /dev/zero fill memory
+            check_client_file(path, what=name)
     try:
         if not tls.verify:
             ctx.check_hostname = False
@@ -146,8 +151,8 @@ def _encrypted_key(tls: TlsSettings) -> bool:
     path = tls.key_file or tls.cert_file
     if text is None and path is not None:
         try:
-            with open(path, "rb") as fh:
-                text = fh.read(1 << 20).decode("ascii", "replace")
-        except OSError:
+            text = read_client_file(path, what="key file", limit=MAX_STORE_BYTES,
+                                    too_big="").decode("ascii", "replace")
+        except KqplanError:
             return False
     return text is not None and ("ENCRYPTED PRIVATE KEY" in text or "Proc-Type: 4,ENCRYPTED" in text)

@@ -16,7 +16,7 @@ from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import ClusterRef, Plan
 from kqplan.core.report import ApplyReport
-from kqplan.files import write_atomically
+from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded, write_atomically
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
     Guardrails,
@@ -35,12 +35,9 @@ from kqplan.render.text import render_text
 CONFIRM_WORD = "yes"
 
 
-def read_plan(path: Path) -> Plan:
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise KqplanError(f"cannot read plan {path}: {exc.strerror}") from None
-    return loads_plan(text, source=str(path))
+def read_plan(path: Path, *, limit: int = DEFAULT_INPUT_LIMIT) -> Plan:
+    """``apply --plan FILE``: a regular file of at most ``limit`` bytes (``[limits] max-input-mib``)."""
+    return loads_plan(read_bounded(path, what="saved plan", limit=limit), source=str(path))
 
 
 def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
@@ -79,7 +76,7 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
         raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
     if plan_file is None:
         paths = manifest_paths(paths, cluster_entry)
-    target = target.or_cluster(cluster_entry)
+    target = target.within(config.max_input_bytes).or_cluster(cluster_entry)
     with ExitStack() as stack:
         ahead = describing_ahead(target, stack) if plan_file is None else None
         desired = load_checked(paths, config, streams) if plan_file is None else None
@@ -99,7 +96,7 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             plan = compute_plan(desired, cluster, config, record_state=False, entry=cluster_entry)
         else:
             assert plan_file is not None
-            plan = read_plan(plan_file)
+            plan = read_plan(plan_file, limit=config.max_input_bytes)
             progress("Refreshing")
             ident = cluster.identity()
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)

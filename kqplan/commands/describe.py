@@ -55,8 +55,11 @@ def _filter_text(flt: DescribeFilter) -> str:
 
 
 def describe_command(target: Target, flt: DescribeFilter, *, fmt: DescribeFormat,
-                     streams: Streams) -> int:
-    """KIP-546 output: ``{user=a, client-id=b}`` then ``key=value`` lines, a blank line between."""
+                     streams: Streams, config: ProjectConfig | None = None) -> int:
+    """KIP-546 output: ``{user=a, client-id=b}`` then ``key=value`` lines, a blank line between.
+    ``config``: its ``[limits]`` bound a snapshot target."""
+    if config is not None:
+        target = target.within(config.max_input_bytes)
     with open_cluster(target) as cluster:
         ident = cluster.identity()
         cluster_id = ident.cluster_id
@@ -166,8 +169,9 @@ def alter_command(target: Target, entity: Entity, ops: tuple[Op, ...], *, valida
                   streams: Streams, config: ProjectConfig | None = None,
                   fmt: AlterFormat = AlterFormat.TEXT) -> int:
     """Check offline, alter one entity, and show its quotas before → after (or the broker's error)."""
-    check_offline(entity, ops, config or ProjectConfig())
-    with open_cluster(target) as cluster:
+    config = config or ProjectConfig()
+    check_offline(entity, ops, config)
+    with open_cluster(target.within(config.max_input_bytes)) as cluster:
         ident = cluster.identity()
         _check_target(entity, ops, ClusterProfile.of(ident.version, ident.mode))
         before = cluster.describe(_exact(entity)).get(entity)

@@ -6,9 +6,10 @@ from enum import StrEnum
 from pathlib import Path
 
 from kqplan.console import Streams
+from kqplan.core.entity import visible
 from kqplan.core.errors import ExitCode, KqplanError
-from kqplan.files import write_atomically
-from kqplan.manifest.export import MODELINE, ExportFile, SplitBy, export
+from kqplan.files import checked_input, inside, read_bounded, write_all, write_atomically
+from kqplan.manifest.export import ExportFile, SplitBy, export, export_source, exported_from
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.snapshot.codec import snapshot_to_json
 
@@ -18,45 +19,95 @@ class ExportFormat(StrEnum):
     JSON = "json"  # a snapshot, readable by --state and by the sandbox
 
 
-def _exported_before(path: Path) -> bool:
-    """A file an earlier export wrote (its second line names the cluster it came from)."""
+def _exported_from(path: Path) -> str | None:
+    """The cluster the header of ``path`` says an export took it from; None when it is not an
+    exported manifest (or not a regular file: a FIFO named ``x.yaml`` is not read)."""
     try:
-        head = path.read_text(encoding="utf-8").splitlines()[:2]
-    except (OSError, UnicodeDecodeError):
-        return False
-    return bool(head) and (head[0] == MODELINE or head[0].startswith("# Exported from"))
+        checked_input(path, what="manifest")
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except (KqplanError, OSError):
+        return None
+    return exported_from(head.decode("utf-8", errors="replace"))
 
 
-def write_files(out: Path, files: list[ExportFile], *, force: bool, split: bool,
-                streams: Streams) -> None:
-    """Write into ``out``; never overwrite an edited file or leave a stale one without ``force``."""
+def _current(path: Path) -> str | None:
+    """The text export would replace at ``path`` (None: nothing there); a KqplanError, before
+    anything is written, when something other than a file is in the way."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise KqplanError(f"export cannot write {visible(str(path))}: it is {kind}; nothing was written",
+                          hint="move it out of the way, or export into another directory")
+    return read_bounded(path, what="exported manifest").decode("utf-8", errors="replace")
+
+
+def _others(out: Path, source: str, found: dict[Path, str | None]) -> KqplanError | None:
+    """The refusal when ``out`` holds another cluster's export: it is never replaced nor removed."""
+    foreign: dict[str, list[Path]] = {}
+    for path, origin in sorted(found.items()):
+        if origin is not None and origin != source:
+            foreign.setdefault(origin, []).append(path)
+    if not foreign:
+        return None
+    named = "; ".join(f"{visible(origin)} ({', '.join(visible(str(p)) for p in paths[:3])}"
+                      f"{' …' if len(paths) > 3 else ''})" for origin, paths in foreign.items())
+    return KqplanError(f"export refuses to write into {visible(str(out))}: it holds manifests exported from "
+                       f"{named}, and this export is of {visible(source)}",
+                       hint="export each cluster into its own directory (e.g. --out DIR/CLUSTER); --force "
+                       "never replaces or removes another cluster's files: move them away yourself if "
+                       "they are no longer wanted")
+
+
+def write_failure(command: str, out: Path, exc: OSError) -> KqplanError:
+    """What a failed write of a set of files tells the user: which file (a temporary one as its
+    directory), why, and that the previous files were left as they were."""
+    name = Path(str(exc.filename)) if exc.filename else None
+    where = (f"a file under {visible(str(out))}" if name is None else
+             f"into {visible(str(name.parent))}" if name.name.startswith(".") and name.suffix == ".tmp"
+             else visible(str(name)))
+    return KqplanError(f"{command} could not write {where}: {exc.strerror or exc}",
+                       hint="every file is written before any is renamed into place, so a failure while "
+                       f"writing leaves the previous files as they were; fix the cause (space, "
+                       f"permissions) and run {command} again")
+
+
+def write_files(out: Path, files: list[ExportFile], *, force: bool, split: bool, streams: Streams,
+                cluster_id: str | None) -> None:
+    """Write into ``out``, all or nothing; never overwrite an edited file or leave a stale one
+    without ``force``, and never touch what another cluster's export wrote."""
     if out.exists() and not out.is_dir():
-        raise KqplanError(f"--out {out} is a file; export writes a directory of manifests",
+        raise KqplanError(f"--out {visible(str(out))} is a file; export writes a directory of manifests",
                           hint="give a directory (it is created), or --format json for a snapshot file")
-    changed = [f for f in files if (out / f.name).exists()
-               and (out / f.name).read_text(encoding="utf-8", errors="replace") != f.text]
-    written = {f.name for f in files}
-    stale = sorted(p for p in out.rglob("*.yaml") if split and p.relative_to(out).as_posix() not in written
-                   and _exported_before(p)) if out.is_dir() else []
+    source = export_source(cluster_id)
+    found = {p: _exported_from(p) for p in out.rglob("*.yaml")} if out.is_dir() else {}
+    refusal = _others(out, source, found)
+    if refusal is not None:
+        raise refusal
+    targets = {inside(out, *f.name.split("/")): f.text for f in files}
+    changed = [path for path, text in targets.items() if _current(path) not in (None, text)]
+    stale = sorted(p for p, origin in found.items() if split and origin == source and p not in targets)
     if (changed or stale) and not force:
-        shown = ", ".join(str(out / f.name) for f in changed[:3]) + (" …" if len(changed) > 3 else "")
+        shown = ", ".join(visible(str(p)) for p in changed[:3]) + (" …" if len(changed) > 3 else "")
         problems = []
         if changed:
             problems.append(f"{len(changed)} file(s) differ from what export would write ({shown})")
         if stale:
             problems.append(f"{len(stale)} exported file(s) hold entities no longer on the cluster "
-                            f"({', '.join(map(str, stale[:3]))})")
+                            f"({', '.join(visible(str(p)) for p in stale[:3])})")
         raise KqplanError("export refuses to overwrite: " + "; ".join(problems),
                           hint="to keep your edits and take single entities from the cluster use `kqplan "
                           "import --names … DIR`; to replace the files anyway pass --force")
-    out.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        path = out / f.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, f.text)
-    for path in stale:
-        path.unlink()
-        streams.warn(f"Removed {path}: its entities are no longer on the cluster.")
+    try:
+        for directory in sorted({path.parent for path in targets}):
+            directory.mkdir(parents=True, exist_ok=True)
+        write_all(targets)
+        for path in stale:
+            path.unlink()
+            streams.warn(f"Removed {visible(str(path))}: its entities are no longer on the cluster.")
+    except OSError as exc:
+        raise write_failure("export", out, exc) from None
 
 
 def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: ExportFormat,
@@ -71,7 +122,11 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
         if out is None:
             streams.print(text, end="")
         else:
-            write_atomically(out, text)
+            try:
+                write_atomically(out, text)
+            except OSError as exc:
+                raise KqplanError(f"export could not write {visible(str(out))}: {exc.strerror or exc}",
+                                  hint="check that its directory exists and is writable") from None
             streams.warn(f"Wrote a snapshot of {len(state)} entities to {out}.")
         return ExitCode.OK
     files, skipped = export(state, ident.cluster_id, split_by=split_by, adopt=adopt)
@@ -83,7 +138,8 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
             raise KqplanError("--split-by user writes several files", hint="give --out DIR")
         streams.print(files[0].text, end="")
         return ExitCode.OK
-    write_files(out, files, force=force, split=split_by is not SplitBy.NONE, streams=streams)
+    write_files(out, files, force=force, split=split_by is not SplitBy.NONE, streams=streams,
+                cluster_id=ident.cluster_id)
     streams.warn(f"Wrote {len(state) - len({s.entity for s in skipped})} entities to {len(files)} "
                  f"file(s) under {out}.")
     return ExitCode.OK

@@ -14,15 +14,22 @@ from kqplan.config.model import ProjectConfig
 from kqplan.console import Progress, Streams
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import Plan
+from kqplan.files import inside
 from kqplan.fleet import clusters
 from kqplan.fleet.changes import ChangeRow, diff_input, rows_of_plan, write_parquet
+from kqplan.render.escape import markdown_code, markdown_text, terminal
 
 if TYPE_CHECKING:
+    from kqplan.core.state import QuotaState
     from kqplan.fleet.impact import ClusterImpact
+    from kqplan.fleet.proposals import ClusterResult
+    from kqplan.fleet.rightsize import ProposalRow, Rules
 
 MIN_WINDOW = 0.001
 """The shortest ``--window``: every window index of a ``ts`` in range stays exact (below 2^53)."""
 LOG_EVERY = 10.0
+CHART_SUFFIX = "-utilization.png"
+"""``fleet impact``'s chart of a cluster: ``OUT/<cluster>-utilization.png``."""
 """Seconds between "still running" lines of a long fleet job in a CI log (terraform's rate)."""
 
 
@@ -56,13 +63,14 @@ def _spark(streams: Streams, progress: Progress, master: str | None, remote: str
 def snapshot_command(config: ProjectConfig, names: Sequence[str], *, out: Path, streams: Streams) -> int:
     """One describe per cluster, ``out/<cluster>.json``; exit 1 if any cluster failed."""
     entries = clusters.select(config, names)
+    paths = clusters.output_paths(out, [e.name for e in entries], ".json")  # before any describe
     out.mkdir(parents=True, exist_ok=True)
     with streams.progress(log_every=LOG_EVERY) as progress:
         results = clusters.each(entries, lambda entry: clusters.snapshot(entry, out),
                                 progress=progress, label="Describing")
     for r in results:
-        streams.print(f"{r.cluster}: {r.value} entities -> {out / (r.cluster + '.json')}" if r.error is None
-                      else f"{r.cluster}: failed: {r.error}")
+        streams.print(terminal(f"{r.cluster}: {r.value} entities -> {paths[r.cluster]}" if r.error is None
+                               else f"{r.cluster}: failed: {r.error}"))
     failed = sum(r.error is not None for r in results)
     streams.print(f"Fleet snapshot: {len(results) - failed} of {len(results)} clusters written.")
     return ExitCode.ERROR if failed else ExitCode.OK
@@ -103,7 +111,7 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
             changed_keys = len(rows)
     if local_out is not None:
         local_out.mkdir(parents=True, exist_ok=True)
-        write_parquet(rows, local_out / "changes.parquet")
+        write_parquet(rows, inside(local_out, "changes.parquet"))
     plans = {r.cluster: r.value[0] for r in results if r.value is not None}
     errors = {r.cluster: r.error for r in results if r.error is not None}
     streams.print(render(plans, errors, changed_keys, fmt), end="")
@@ -126,18 +134,19 @@ def render(plans: dict[str, Plan], errors: dict[str, str], changed_keys: int, fm
                   "|---|---:|---:|---:|---:|---|"]
         for n in names:
             c = _counts(plans.get(n))
-            lines.append(f"| `{n}` | {c['add']} | {c['change']} | {c['delete']} | {c['unmanaged']} | "
-                         f"{errors.get(n) or ''} |")
+            lines.append(f"| {markdown_code(n, cell=True)} | {c['add']} | {c['change']} | {c['delete']} | "
+                         f"{c['unmanaged']} | {markdown_text(errors.get(n) or '')} |")
         return "\n".join(lines) + "\n"
-    width = max(map(len, names), default=0)
+    shown = {n: terminal(n) for n in names}
+    width = max(map(len, shown.values()), default=0)
     for n in names:
         if n in errors:
-            lines.append(f"{n:<{width}}  error: {errors[n]}")
+            lines.append(f"{shown[n]:<{width}}  error: {terminal(errors[n])}")
             continue
         c = _counts(plans[n])
         extra = f", {c['unmanaged']} unmanaged" if c["unmanaged"] else ""
-        lines.append(f"{n:<{width}}  {c['add']} to add, {c['change']} to change, {c['delete']} to delete"
-                     f"{extra}")
+        lines.append(f"{shown[n]:<{width}}  {c['add']} to add, {c['change']} to change, {c['delete']} to "
+                     f"delete{extra}")
     changed = sum(p.has_changes for p in plans.values())
     lines.append(f"Fleet: {len(names)} clusters, {changed} with changes, {len(errors)} failed; "
                  f"{changed_keys} changed keys.")
@@ -170,6 +179,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     usage = _usage_for(engine, usage, tables)
     local_out = _out_for(engine, out)
     entries = clusters.select(config, names)
+    charted = clusters.output_paths(local_out or Path("."), [e.name for e in entries], CHART_SUFFIX)
     summary: dict[str, ClusterImpact]
     histograms: dict[str, Histogram | None]
     with streams.progress(log_every=LOG_EVERY) as progress:
@@ -201,12 +211,12 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     charts: list[str] = []
     if local_out is not None:
         local_out.mkdir(parents=True, exist_ok=True)
-        write_impact(impact.rows, local_out / "impact.parquet")
-        write_unused(impact.unused, local_out / "unused.parquet")
+        write_impact(impact.rows, inside(local_out, "impact.parquet"))
+        write_unused(impact.unused, inside(local_out, "unused.parquet"))
         summary = summarize(impact, states)
         histograms = {c: histogram([r for r in impact.rows if r.cluster == c]) for c in states}
         charts = [str(path) for c in sorted(states)
-                  if (path := chart(c, histograms[c], local_out / f"{c}-utilization.png")) is not None]
+                  if (path := chart(c, histograms[c], charted[c])) is not None]
     else:
         streams.warn(f"kqplan: the tables are in {out}; charts are drawn only into a local --out directory")
     throttled = impact_summary(summary, errors)
@@ -274,8 +284,8 @@ def impact_summary(summary: Mapping[str, ClusterImpact], errors: Mapping[str, st
 
 
 def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: Sequence[str]) -> str:
-    from kqplan.render.escape import markdown_code, markdown_text
-
+    """The summary in JSON, or a line per cluster: a Markdown table row (each name, bucket and
+    error escaped for a table cell) or a line of text (each escaped for a terminal)."""
     if fmt is FleetFormat.JSON:
         return json.dumps({"clusters": summary, "charts": list(charts)}, indent=2) + "\n"
     markdown = fmt is FleetFormat.MARKDOWN
@@ -285,9 +295,10 @@ def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: S
     for cluster, s in summary.items():
         if s.get("error"):
             lines.append(f"| {markdown_code(cluster, cell=True)} | error: {markdown_text(s['error'])} | | | |"
-                         if markdown else f"{cluster}: error: {s['error']}")
+                         if markdown else terminal(f"{cluster}: error: {s['error']}"))
             continue
-        items = [f"{markdown_code(t['bucket'], cell=True) if markdown else t['bucket']} {t['key']} "
+        items = [f"{markdown_code(t['bucket'], cell=True) if markdown else t['bucket']} "
+                 f"{markdown_text(t['key']) if markdown else t['key']} "
                  f"({t['members']} principal{'s' if t['members'] != 1 else ''})"
                  for t in s["newly_throttled"]]
         shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
@@ -297,10 +308,12 @@ def _impact_text(summary: dict[str, dict[str, Any]], fmt: FleetFormat, charts: S
             lines.append(f"| {markdown_code(cluster, cell=True)} | {s['principals']} | {shown or 'none'}"
                          f"{markdown_text(bound)} | {s['unlimited']} | {s['unused_entries']} |")
         else:
-            lines.append(f"{cluster}: {s['principals']} principals observed; newly throttled buckets: "
-                         f"{shown or 'none'}{bound}; {s['unlimited']} unlimited; {s['unused_entries']} "
-                         "unused quota entries")
+            lines.append(terminal(f"{cluster}: {s['principals']} principals observed; newly throttled "
+                                  f"buckets: {shown or 'none'}{bound}; {s['unlimited']} unlimited; "
+                                  f"{s['unused_entries']} unused quota entries"))
     return "\n".join(lines) + "\n"
+
+
 def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequence[str | Path], stat: str,
                       headroom: float, tolerance: float, mins: Sequence[str], labels: Sequence[str],
                       engine: Engine, out: str | Path, fmt: FleetFormat, streams: Streams,
@@ -309,28 +322,19 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     """Proposed quotas from observed usage: ``out/<cluster>/rightsize.yaml`` (valid input for
     ``kqplan plan``), ``out/proposals.parquet``, ``out/proposals.md`` and a summary. Exit 1 when a
     cluster failed or a written manifest does not validate under the project's config."""
-    from kqplan.core.diagnostics import render_text
-    from kqplan.core.policy import MISSING_DEFAULT
     from kqplan.files import write_atomically
-    from kqplan.fleet.proposals import (
-        MANIFEST_NAME,
-        ClusterResult,
-        manifest_text,
-        render_json,
-        render_markdown,
-        write_proposals,
-    )
+    from kqplan.fleet.proposals import markdown_view, render_json, write_proposals
     from kqplan.fleet.proposals import render_text as render_summary
     from kqplan.fleet.rightsize import Rules, proposal_rows
     from kqplan.fleet.usage import read_usage
-    from kqplan.manifest.compile import load_desired
+    from kqplan.render.proposals import render_markdown
 
     rules = Rules.of(stat=stat, headroom=headroom, tolerance=tolerance, mins=mins, policy=config.policy)
     _check_window(window)
     label_map = _labels(labels)
     entries = clusters.select(config, names)
-    _check_folder_names(entries)
     out = _manifest_dir(out)
+    folders = _rightsize_folders(out, entries)
     usage = _usage_for(engine, usage, tables)  # a missing path: an error before any describe
     with streams.progress(log_every=LOG_EVERY) as progress:
         results = clusters.each(entries, _describe, progress=progress, label="Describing")
@@ -347,7 +351,57 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
             progress(f"Proposing from {len(samples)} samples")
             rows = proposal_rows(states, samples, rules, window=window)
     out.mkdir(parents=True, exist_ok=True)
-    write_proposals(rows, out / "proposals.parquet")
+    table = inside(out, PROPOSALS_TABLE)
+    write_proposals(rows, table)
+    guards = {e.name: e.id for e in entries}
+    outcomes, invalid = _write_manifests(results, rows, folders=folders, guards=guards, config=config,
+                                         rules=rules, labels=label_map, streams=streams)
+    write_atomically(inside(out, PROPOSALS_MD), render_markdown(markdown_view(outcomes, rules, limit=None)))
+    if fmt is FleetFormat.JSON:
+        streams.print(render_json(outcomes, table), end="")
+    elif fmt is FleetFormat.MARKDOWN:
+        streams.print(render_markdown(markdown_view(outcomes, rules)), end="")
+    else:
+        streams.print(render_summary(outcomes, table), end="")
+    return ExitCode.ERROR if invalid or any(o.error is not None for o in outcomes) else ExitCode.OK
+
+
+PROPOSALS_TABLE = "proposals.parquet"
+PROPOSALS_MD = "proposals.md"
+"""What rightsize writes beside the clusters' folders: a cluster may not be named so."""
+
+
+def _rightsize_folders(out: Path, entries: Sequence[Any]) -> dict[str, Path]:
+    """``out/<cluster>/`` of each cluster, checked before any describe: one plain name, neither
+    rightsize's own ``proposals.parquet`` / ``proposals.md`` nor a file already there."""
+    folders = clusters.output_paths(out, [e.name for e in entries], reserved=(PROPOSALS_TABLE, PROPOSALS_MD))
+    for path in folders.values():
+        if path.exists() and not path.is_dir():
+            raise KqplanError(f"{terminal(str(path))} is a file, where a cluster's manifest folder goes",
+                              hint="remove it, or give another --out directory")
+    for name in (PROPOSALS_TABLE, PROPOSALS_MD):
+        if inside(out, name).is_dir():
+            raise KqplanError(f"{terminal(str(out / name))} is a directory, where rightsize writes its "
+                              f"{name}", hint="remove it, or give another --out directory")
+    return folders
+
+
+def _write_manifests(results: Sequence[clusters.Outcome[tuple[QuotaState, str | None]]],
+                     rows: Sequence[ProposalRow], *, folders: Mapping[str, Path],
+                     guards: Mapping[str, str | None], config: ProjectConfig, rules: Rules,
+                     labels: Mapping[str, str], streams: Streams) -> tuple[list[ClusterResult], bool]:
+    """Each described cluster's ``rightsize.yaml``, checked as ``kqplan validate`` would check it
+    under this config: (each cluster's result, whether a manifest does not validate).
+
+    The ``cluster:`` guard is written only when the inventory gives the cluster an ``id``: the
+    guard must name an id (or a name mapped to one) of the inventory, and a cluster without one
+    cannot be guarded by its name (a name guards the cluster whose id it is)."""
+    from kqplan.core.diagnostics import render_text
+    from kqplan.core.policy import MISSING_DEFAULT
+    from kqplan.files import write_atomically
+    from kqplan.fleet.proposals import MANIFEST_NAME, ClusterResult, manifest_text
+    from kqplan.manifest.compile import load_desired
+
     outcomes: list[ClusterResult] = []
     invalid = False
     for r in results:
@@ -355,12 +409,16 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
             outcomes.append(ClusterResult(r.cluster, error=r.error))
             continue
         state, cluster_id = r.value
+        guard = cluster_id if guards.get(r.cluster) is not None else None
+        if guard is None and cluster_id is not None:
+            streams.warn(terminal(f"kqplan: {r.cluster} has no id in {config.source or 'kqplan.toml'}: its "
+                                  f"manifest is written without a cluster: guard (add id = \"{cluster_id}\" "
+                                  f"to [clusters.{r.cluster}] to guard it)"))
         mine = [row for row in rows if row.cluster == r.cluster]
-        folder = out / r.cluster
+        folder = folders[r.cluster]
         folder.mkdir(exist_ok=True)
-        path = folder / MANIFEST_NAME
-        write_atomically(path, manifest_text(r.cluster, cluster_id, mine, state, rules=rules,
-                                                   labels=label_map))
+        path = inside(folder, MANIFEST_NAME)
+        write_atomically(path, manifest_text(r.cluster, guard, mine, state, rules=rules, labels=labels))
         # what `kqplan validate` would say of it under this project's config (policy included); a
         # required <default> entity concerns the whole manifest set, not these entries
         problems = [d for d in load_desired([folder], config).diagnostics
@@ -368,17 +426,10 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
         if problems:
             invalid = True
             streams.warn(render_text(problems))
-            streams.warn(f"{path}: the proposals do not validate under {config.source or 'the config'}")
+            streams.warn(terminal(f"{path}: the proposals do not validate under "
+                                  f"{config.source or 'the config'}"))
         outcomes.append(ClusterResult(r.cluster, mine, path))
-    table = out / "proposals.parquet"
-    write_atomically(out / "proposals.md", render_markdown(outcomes, rules, limit=None))
-    if fmt is FleetFormat.JSON:
-        streams.print(render_json(outcomes, table), end="")
-    elif fmt is FleetFormat.MARKDOWN:
-        streams.print(render_markdown(outcomes, rules), end="")
-    else:
-        streams.print(render_summary(outcomes, table), end="")
-    return ExitCode.ERROR if invalid or any(o.error is not None for o in outcomes) else ExitCode.OK
+    return outcomes, invalid
 
 
 def _manifest_dir(out: str | Path) -> Path:
@@ -393,14 +444,6 @@ def _manifest_dir(out: str | Path) -> Path:
     if path.exists() and not path.is_dir():
         raise KqplanError(f"--out {path} is a file", hint="give a directory for the manifests and tables")
     return path
-
-
-def _check_folder_names(entries: Sequence[Any]) -> None:
-    """Each cluster's manifest goes to out/<name>/: the name must be one folder."""
-    for entry in entries:
-        if entry.name in (".", "..") or any(c in entry.name for c in "/\\\0"):
-            raise KqplanError(f"cluster name '{entry.name}' cannot be a directory name",
-                              hint="rename the [clusters.…] table in kqplan.toml")
 
 
 def _describe(entry: Any) -> tuple[Any, str | None]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.errors import ExitCode, KqplanError
-from kqplan.files import write_atomically
+from kqplan.files import read_bounded_text, write_atomically
 
 
 def is_manifest(text: str) -> bool:
@@ -31,7 +31,7 @@ def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, di
         raise KqplanError(f"{problems[0].span.path}: {problems[0].message}")
     changed = 0
     for path in files:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded_text(path, what="manifest", limit=config.max_file_bytes)
         if not is_manifest(text):
             continue
         try:

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kqplan.commands.export import write_failure
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.desired import DesiredState
 from kqplan.core.entity import Entity
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.state import QuotaState
-from kqplan.files import write_atomically
+from kqplan.files import inside, write_all
 from kqplan.manifest.export import SplitBy, export, split_file
 from kqplan.pipeline.target import Target, open_cluster
 
@@ -30,6 +31,16 @@ def unmanaged(desired: DesiredState, actual: QuotaState) -> list[Entity]:
     own = desired.ownership
     return sorted((e for e in actual if e not in desired.quotas and not own.prunes(e)
                    and not own.watches(e)), key=Entity.sort_key)
+
+
+def _write(directory: Path, texts: dict[Path, str]) -> None:
+    """Every file or none: each is written before any is renamed into place."""
+    try:
+        for folder in sorted({path.parent for path in texts}):
+            folder.mkdir(parents=True, exist_ok=True)
+        write_all(texts)
+    except OSError as exc:
+        raise write_failure("import", directory, exc) from None
 
 
 def import_command(directory: Path, wanted: Sequence[Entity], target: Target, config: ProjectConfig, *,
@@ -46,8 +57,8 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
     if not directory.is_dir():
         raise KqplanError(f"{directory} is not a directory of manifests",
                           hint="import writes into the manifests directory (export --out DIR makes one)")
-    inside = directory.resolve()
-    desired = load_checked(layers if inside in [p.resolve() for p in layers] else [directory], config,
+    here = directory.resolve()
+    desired = load_checked(layers if here in [p.resolve() for p in layers] else [directory], config,
                            streams)
     with open_cluster(target) as cluster:
         ident = cluster.identity()
@@ -66,11 +77,11 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
     for entity in entities:
         quotas = dict(actual[entity])
         origin = desired.origins.get(entity)
-        listed_here = origin is not None and (inside == Path(origin.source.path).resolve().parent
-                                              or inside in Path(origin.source.path).resolve().parents)
+        listed_here = origin is not None and (here == Path(origin.source.path).resolve().parent
+                                            or here in Path(origin.source.path).resolve().parents)
         if origin is not None and listed_here:
             path = Path(origin.source.path)
-            doc, yaml = edits.get(path) or edits.setdefault(path, load_rt(path))
+            doc, _ = edits.get(path) or edits.setdefault(path, load_rt(path))
             entry = doc["entities"][origin.loc[1]]
             removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if entry.get("override") else ()
             notes = set_quotas(entry, quotas, removed=removed)
@@ -78,26 +89,25 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
             continue
         override = origin is not None  # listed in another layer: override it here
         removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if override else ()
-        path = directory / split_file(entity, split_by)
+        path = inside(directory, *split_file(entity, split_by).split("/"))
         if path.exists() or path in edits:
-            doc, yaml = edits.get(path) or edits.setdefault(path, load_rt(path))
+            doc, _ = edits.get(path) or edits.setdefault(path, load_rt(path))
             if doc.get("entities") is None:
                 doc["entities"] = []
             doc["entities"].append(entity_entry(entity, quotas, override=override, removed=removed))
             report.append(f"  + {entity.display} added to {path}" + (" (override)" if override else ""))
         elif override:
-            doc, yaml = edits.setdefault(path, new_document(path, ident.cluster_id))
+            doc, _ = edits.setdefault(path, new_document(path, ident.cluster_id))
             doc["entities"].append(entity_entry(entity, quotas, override=True, removed=removed))
             report.append(f"  + {entity.display} added to {path} (new file, override)")
         else:
             created.setdefault(path, []).append(entity)
             report.append(f"  + {entity.display} added to {path} (new file)")
-    for path, (doc, yaml) in edits.items():
-        write_atomically(path, dump_rt(doc, yaml))
+    texts = {path: dump_rt(doc, yaml) for path, (doc, yaml) in edits.items()}
     for path, new in created.items():
         files, _ = export({e: actual[e] for e in new}, ident.cluster_id, split_by=SplitBy.NONE)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, files[0].text)
+        texts[path] = files[0].text
+    _write(directory, texts)
     streams.print(f"Imported {len(entities)} entit{'y' if len(entities) == 1 else 'ies'} from "
                   f"{ident.cluster_id or ident.address}:")
     streams.print("\n".join(report))

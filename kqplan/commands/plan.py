@@ -93,14 +93,14 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         check_writable(out, "the plan file")
     text_like = fmt is Format.TEXT
     given = target
-    target = target.or_cluster(cluster)
+    target = target.within(config.max_input_bytes).or_cluster(cluster)
     with ExitStack() as stack:
         ahead = describing_ahead(target, stack)
         desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
         check_versions(desired, declared_profile(cluster))  # offline: before anything is judged online
         who = None
         if principals is not None:
-            who = read_principals(principals)
+            who = read_principals(principals, limit=config.max_input_bytes)
         live = ahead if ahead is not None else stack.enter_context(open_cluster(target))
         with streams.progress() as progress:
             progress("Describing the cluster")

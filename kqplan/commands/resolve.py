@@ -144,7 +144,7 @@ def _state(target: Target, paths: Sequence[Path], config: ProjectConfig,
         from kqplan.pipeline.guarded import load_checked
 
         return load_checked(paths, config, streams).quotas
-    with open_cluster(target) as cluster:
+    with open_cluster(target.within(config.max_input_bytes)) as cluster:
         return cluster.describe()
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kqplan.console import Streams
 from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.files import DEFAULT_INPUT_LIMIT, checked_input, read_bounded
 from kqplan.sandbox import DEFAULT_CLUSTER_ID, Flavor, Operation, Sandbox, SandboxConfig, SaslUser
 
 USERS_EXAMPLE = ('{"admin": {"password": "admin-secret", "super": true}, '
@@ -24,10 +25,9 @@ class _User(BaseModel):
 
 def read_users(path: Path) -> dict[str, SaslUser]:
     """``--sasl-users FILE``: PLAIN users, their passwords and cluster permissions (JSON)."""
+    raw = read_bounded(path, what="--sasl-users", limit=DEFAULT_INPUT_LIMIT)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KqplanError(f"cannot read --sasl-users {path}: {exc.strerror}") from None
+        data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise KqplanError(f"{path}: not JSON: {exc}", hint=f"expected e.g. {USERS_EXAMPLE}") from None
     if not isinstance(data, dict) or not data:
@@ -51,8 +51,10 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
     if (tls_cert is None) != (tls_key is None):
         raise KqplanError("--tls-cert and --tls-key go together")
     for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
-        if path is not None and not path.is_file():
+        if path is not None and not path.exists():
             raise KqplanError(f"{flag} {path}: no such file", hint="give PEM files for the TLS listener")
+        if path is not None:  # OpenSSL reads it: a FIFO would hang the listener's start
+            checked_input(path, what=flag, limit=DEFAULT_INPUT_LIMIT)
     # --seed wins; otherwise --state's own content (read once here, not again by the broker)
     start_from = seed if seed is not None else state if state is not None and state.exists() else None
     seeded, recorded_id = None, None

@@ -9,8 +9,9 @@ from pathlib import Path
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.diagnostics import Diagnostic, render_text
-from kqplan.core.errors import ExitCode
+from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.versions import ClusterProfile
+from kqplan.files import read_bounded
 from kqplan.manifest.compile import load_desired
 from kqplan.render.diagnostics import render_github, render_json
 
@@ -41,17 +42,26 @@ def _check(paths: Sequence[Path], config: ProjectConfig,
     return diags, len(desired.quotas), desired.files
 
 
+def _maybe_manifest(path: Path, limit: int) -> bool:
+    """A changed file the hook passes is a manifest (other YAML is skipped); one the bounded reader
+    refuses (over ``max-file-mib``, replaced by a FIFO) is kept, so that its error is reported."""
+    from kqplan.commands.fmt import is_manifest
+
+    try:
+        return is_manifest(read_bounded(path, what="manifest", limit=limit).decode("utf-8", errors="replace"))
+    except KqplanError:
+        return True
+
+
 def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFormat,
              strict: bool, streams: Streams, related: bool = False,
              profile: ClusterProfile = UNKNOWN_PROFILE) -> int:
     """Exit 1 on any error (or, with ``strict``, any warning). ``related`` (pre-commit): each path
     is a changed file, validated with the manifest set it belongs to; other YAML is skipped."""
     if related:
-        from kqplan.commands.fmt import is_manifest
         from kqplan.manifest.related import manifest_sets
 
-        changed = [p for p in paths if p.is_file() and is_manifest(p.read_text(encoding="utf-8",
-                                                                                errors="replace"))]
+        changed = [p for p in paths if p.is_file() and _maybe_manifest(p, config.max_file_bytes)]
         sets = manifest_sets(changed, config)
     else:
         sets = [tuple(paths)]

@@ -30,9 +30,13 @@ keys = ["x_custom_rate"]        # passed through unvalidated
 
 [limits]
 max-file-mib = 128              # refuse larger manifest files
+max-input-mib = 512             # refuse larger snapshots, plans, usage and other files read whole
 ```
 Found in the current directory or its parents, unless ``--config`` names one. Every problem is a
 located diagnostic (``kqplan.toml:7:1: error[KQP190] …``): a typo in a guardrail must not pass.
+A cluster's name is one plain file name (``fleet snapshot`` writes ``OUT/NAME.json``): ``../x``,
+``/abs``, a name with a control character are refused here, and every fleet output path is joined
+through :func:`kqplan.files.inside` besides.
 """
 
 from __future__ import annotations

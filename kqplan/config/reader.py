@@ -19,12 +19,15 @@ from typing import Any
 from kqplan.config.locate import config_error
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, did_you_mean
-from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER
+from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER, visible
 from kqplan.core.errors import KqplanError
+from kqplan.core.filenames import component_problem
 from kqplan.core.policy import DEFAULT_MAX_DELETE, DEFAULT_MAX_DELETE_PERCENT, KeyBounds, Policy
 from kqplan.core.quotas import QUOTA_KEYS
 
 CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manifests", "mode", "version")
+LIMIT_FIELDS = {"max-file-mib": 128, "max-input-mib": 512}
+"""``[limits]``: each a positive number of MiB, and its default."""
 POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
                  "required-labels", "keys", "allow-unmanaged")
 
@@ -57,6 +60,8 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
         return None
     clusters: dict[str, Any] = {}
     for name, value in listed.items():
+        if component_problem(name) is not None:  # the schema says why
+            return None
         if type(value) is str:
             clusters[name] = value
             continue
@@ -85,10 +90,10 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
         bounds[key] = {"min": b.get("min"), "max": b.get("max")}
     custom, limits = raw.get("custom", {}), raw.get("limits", {})
     if not (_table(custom, ("entity-types", "keys")) and all(_strings(v) for v in custom.values())
-            and _table(limits, ("max-file-mib",))):
+            and _table(limits, tuple(LIMIT_FIELDS))):
         return None
-    max_file_mib = limits.get("max-file-mib", 128)
-    if not (_int(max_file_mib) and max_file_mib > 0):
+    mib = {f: limits.get(f, default) for f, default in LIMIT_FIELDS.items()}
+    if not all(_int(v) and v > 0 for v in mib.values()):
         return None
     return {
         "custom": {"entity-types": list(custom.get("entity-types", [])),
@@ -98,7 +103,7 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
                    **{f: list(policy.get(f, [])) for f in ("required-keys", "required-defaults",
                                                            "required-labels")},
                    "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True)},
-        "limits": {"max-file-mib": max_file_mib},
+        "limits": mib,
     }
 
 
@@ -107,27 +112,45 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
 
 def _bound(path: Path, text: str, key: str, which: str, raw: object, *,
            problems: list[Diagnostic]) -> float | None:
+    """A ``[policy.keys.K]`` bound as a number, or None with a located problem: a bound that is
+    not a finite number ≥ 0 (``nan`` compares false with everything) would turn the rule off."""
     if raw is None:
         return None
     loc = ("policy", "keys", key, which)
+    spec = QUOTA_KEYS.get(key)
+    sized = spec is not None and spec.bytes_per_second
+    allowed = ("a number of bytes per second ≥ 0, or a size such as \"10MiB\"" if sized
+               else "a number ≥ 0")
+
+    def refuse(message: str, hint: str | None = None) -> None:
+        problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {message}",
+                                     hint or f"write {allowed}"))
+
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which} must be a number"))
+        refuse("must be a number")
         return None
     if isinstance(raw, str):
         from kqplan.core.units import UnitError, parse_bytes
 
-        spec = QUOTA_KEYS.get(key)
-        if spec is None or not spec.bytes_per_second:
-            problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {key} takes "
-                                          f"a plain number, not '{raw}'"))
+        if not sized:
+            refuse(f"{key} takes a plain number, not '{visible(raw)}'")
             return None
         try:
-            return float(parse_bytes(raw))
+            value = float(parse_bytes(raw))
         except UnitError as exc:
-            problems.append(config_error(path, text, loc, f"policy.keys.{key}.{which}: {exc}",
-                                          exc.hint))
+            refuse(visible(str(exc)), exc.hint)
             return None
-    return float(raw)
+    else:
+        try:
+            value = float(raw)
+        except OverflowError:  # an integer beyond any double
+            value = math.inf
+    if not math.isfinite(value) or value < 0:
+        shown = visible(str(raw))
+        refuse(f"{shown if len(shown) <= 40 else shown[:30] + '…'} is not allowed: a bound must be a "
+               "finite number ≥ 0")
+        return None
+    return value
 
 
 def _entry(base: Path, name: str, raw: str | dict[str, Any]) -> ClusterEntry:
@@ -210,13 +233,11 @@ def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[s
 
 
 def read_config(path: Path) -> ProjectConfig:
-    """Read and validate a ``kqplan.toml``; every problem located (DiagnosticsError)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KqplanError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise KqplanError(f"{path}: not UTF-8", hint="save kqplan.toml as UTF-8") from None
+    """Read and validate a ``kqplan.toml``; every problem located (DiagnosticsError). The file
+    goes through the bounded reader: a FIFO or a device is refused, never read until it ends."""
+    from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded_text
+
+    text = read_bounded_text(path, what="config file", limit=DEFAULT_INPUT_LIMIT)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -248,5 +269,6 @@ def read_config(path: Path) -> ProjectConfig:
         clusters={name: _entry(base, name, raw) for name, raw in doc["clusters"].items()},
         policy=policy,
         max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
+        max_input_bytes=doc["limits"]["max-input-mib"] * 1024 * 1024,
         source=path,
     )

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from kqplan.config.locate import config_error, where
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, did_you_mean
+from kqplan.core.entity import visible
+from kqplan.core.filenames import component_problem
 from kqplan.core.policy import DEFAULT_MAX_DELETE, DEFAULT_MAX_DELETE_PERCENT
 
 
@@ -24,6 +26,7 @@ class _Custom(_Strict):
 
 class _Limits(_Strict):
     max_file_mib: StrictInt = Field(default=128, alias="max-file-mib", gt=0)
+    max_input_mib: StrictInt = Field(default=512, alias="max-input-mib", gt=0)
 
 
 class _Cluster(_Strict):
@@ -65,17 +68,18 @@ _FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("policy",): tuple(f.alias or n for n, f in _Policy.model_fields.items()),
     ("policy", "keys", "*"): ("min", "max"),
     ("custom",): ("entity-types", "keys"),
-    ("limits",): ("max-file-mib",),
+    ("limits",): ("max-file-mib", "max-input-mib"),
 }
 
 
 def validate_document(path: Path, text: str, raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` checked against the schema, as :func:`kqplan.config.reader.plain_document` returns it
     (aliases, defaults filled in); every problem a located diagnostic (DiagnosticsError)."""
+    named = name_problems(path, text, raw)
     try:
         doc = _ConfigFile.model_validate(raw)
     except ValidationError as exc:
-        seen: dict[tuple[object, ...], Diagnostic] = {}
+        seen: dict[tuple[object, ...], Diagnostic] = {(d.span.line, d.message): d for d in named}
         for err in exc.errors():
             loc = err["loc"]
             if loc[:1] == ("clusters",) and len(loc) > 2:
@@ -86,7 +90,28 @@ def validate_document(path: Path, text: str, raw: dict[str, Any]) -> dict[str, A
             diag = _translate(path, text, err)
             seen.setdefault((diag.span.line, diag.message), diag)
         raise DiagnosticsError(list(seen.values())) from None
+    if named:
+        raise DiagnosticsError(named)
     return doc.model_dump(by_alias=True)
+
+
+def name_problems(path: Path, text: str, raw: dict[str, Any]) -> list[Diagnostic]:
+    """A cluster name that cannot be one file name: the fleet commands write files named after
+    each cluster under ``--out`` (``fleet snapshot``'s ``NAME.json``), so ``../evil`` or
+    ``/abs/victim`` would write outside it."""
+    listed = raw.get("clusters")
+    if not isinstance(listed, dict):
+        return []
+    found = []
+    for name in listed:
+        problem = component_problem(name)
+        if problem is not None:
+            found.append(config_error(
+                path, text, ("clusters", name),
+                f"cluster name \"{visible(name)}\" cannot be used: {problem}",
+                "fleet commands write files named after each cluster under --out: name the cluster "
+                "with letters, digits, '.', '_' and '-' (at most 200 bytes, not starting with '-')"))
+    return found
 
 
 def _translate(path: Path, text: str, error: Any) -> Diagnostic:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 
 
@@ -75,13 +76,15 @@ def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
 
 
 def render_text(diagnostics: Iterable[Diagnostic]) -> str:
-    """Concise, grep- and editor-clickable form."""
+    """Concise, grep- and editor-clickable form: one line per diagnostic, note and help. A file name
+    or a message echoing manifest text (an unknown key, a name) may hold any character: each line is
+    written :func:`~kqplan.core.entity.visible`, so none can forge another line or move text."""
     lines: list[str] = []
     for d in diagnostics:
-        lines.append(f"{d.span}: {d.severity.value}[{d.code}] {d.message}")
-        lines.extend(f"  = note: {r.message} at {r.span}" for r in d.related)
+        lines.append(visible(f"{d.span}: {d.severity.value}[{d.code}] {d.message}"))
+        lines.extend(visible(f"  = note: {r.message} at {r.span}") for r in d.related)
         if d.hint:
-            lines.append(f"  = help: {d.hint}")
+            lines.append(visible(f"  = help: {d.hint}"))
     return "\n".join(lines)
 
 

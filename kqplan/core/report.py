@@ -19,6 +19,7 @@ class Status(StrEnum):
     UNKNOWN = "unknown"  # outcome lost; describe shows neither state
     SKIPPED = "skipped"  # pre-flight failed for the batch: nothing was sent for real
     STORED_DIFFERENTLY = "stored differently"  # the broker keeps another value (ZooKeeper truncates)
+    CHANGED_UNDERNEATH = "changed underneath"  # another writer changed it between alter and verify
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,8 @@ class Outcome:
     error_code: int = 0
     error_message: str | None = None
     stored: Quotas | None = None
-    """What describe showed, when the cluster holds something else than asked."""
+    """What describe showed, when the cluster holds something else than asked (``{}``: no quota,
+    the entity is gone)."""
 
     @property
     def ok(self) -> bool:

@@ -4,7 +4,7 @@ concurrency, one cluster's failure reported without stopping the others."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,10 +12,12 @@ from typing import Generic, TypeVar
 
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Progress
+from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
+from kqplan.core.filenames import fit_name
 from kqplan.core.plan import Plan
 from kqplan.core.state import QuotaState
-from kqplan.files import write_atomically
+from kqplan.files import inside, write_atomically
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.snapshot.codec import snapshot_to_json
 
@@ -68,11 +70,41 @@ def each(entries: Sequence[ClusterEntry], work: Callable[[ClusterEntry], T], *,
         return list(pool.map(run, entries))
 
 
+def output_paths(out: Path, names: Sequence[str], suffix: str = "", *,
+                 reserved: Collection[str] = ()) -> dict[str, Path]:
+    """Each cluster's output under ``out``: ``out/<name><suffix>``, joined through
+    :func:`kqplan.files.inside` (a name that is not one plain file name is refused: nothing is
+    written outside ``out``; a long one is shortened with a hash). Refused too, before any cluster
+    is described: a name landing on one of the command's own files (``reserved``), or on another
+    cluster's (names that differ only in case are one file on macOS and Windows)."""
+    paths: dict[str, Path] = {}
+    own = {r.casefold(): r for r in reserved}
+    taken: dict[str, str] = {}
+    for name in names:
+        inside(out, fit_name(name, ""))  # the name itself: ".." is refused, not written as "...json"
+        path = inside(out, fit_name(name, suffix))
+        key = path.name.casefold()
+        if key in own:
+            raise KqplanError(f"cluster '{visible(name)}' cannot be written to {visible(str(path))}: the "
+                              f"command writes its own {own[key]} there",
+                              hint=f"rename the [clusters.…] table in kqplan.toml (beside the clusters' "
+                              f"outputs go {', '.join(sorted(reserved))})")
+        if key in taken:
+            raise KqplanError(f"clusters '{taken[key]}' and '{visible(name)}' would both be written to "
+                              f"{visible(str(path))} (names that differ only in case are one file on macOS "
+                              "and Windows)", hint="rename one of them in kqplan.toml, or run them "
+                              "separately (--cluster NAME) into different --out directories")
+        taken[key] = visible(name)
+        paths[name] = path
+    return paths
+
+
 def snapshot(entry: ClusterEntry, out: Path) -> int:
     """Write ``out/<cluster>.json`` (with the Kafka version and mode seen); the number of entities."""
+    path = output_paths(out, [entry.name], ".json")[entry.name]
     with open_cluster(Target.of_cluster(entry)) as cluster:
         state, ident = cluster.describe(), cluster.identity()
-    write_atomically(out / f"{entry.name}.json", snapshot_to_json(
+    write_atomically(path, snapshot_to_json(
         state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode))
     return len(state)
 

@@ -5,6 +5,9 @@ keys it already has on the cluster — a listed entity is owned whole, so leavin
 delete it — and no ``ownership`` block, so planning it touches nothing else. Above each entity a
 comment says why, for the reviewer of the pull request. Values are spelled by export's
 :func:`~kqplan.manifest.export.yaml_value`, which is what ``kqplan fmt`` writes: the file is canonical.
+
+The summaries: text here (each line :func:`~kqplan.core.entity.visible`); the Markdown one's values
+here (:func:`markdown_view`), laid out and escaped by :mod:`kqplan.render.proposals`.
 """
 
 from __future__ import annotations
@@ -176,6 +179,7 @@ def render_json(results: Sequence[ClusterResult], table: Path) -> str:
 
 
 def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = SHOWN_CHANGES) -> str:
+    """The terminal summary: a line per cluster, then its first changes."""
     lines = []
     for result in results:
         if result.error is not None:
@@ -196,40 +200,37 @@ def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = S
     entities = sum(written_entities(r.rows) for r in results)
     lines.append(f"Fleet rightsize: {len(results)} clusters, {entities} entities proposed, {failed} failed; "
                  f"table: {table}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(visible, lines)) + "\n"  # a cluster's name, error or path: one line each
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+@dataclass(frozen=True, slots=True)
+class MarkdownView:
+    """The Markdown summary's values as plain text and numbers; :mod:`kqplan.render.proposals`
+    lays them out and escapes each (``render_markdown(markdown_view(...))``)."""
+
+    stat: str
+    rules: str
+    clusters: tuple[tuple[str, tuple[int, ...] | None, str | None], ...]
+    changes: tuple[tuple[str, tuple[tuple[str, int, str, str, str, str, str, str], ...], int], ...]
 
 
-def render_markdown(results: Sequence[ClusterResult], rules: Rules, *,
-                    limit: int | None = SHOWN_CHANGES) -> str:
-    """The PR-comment summary; ``limit=None``: every change (``proposals.md``)."""
-    lines = ["### kqplan fleet rightsize", "",
-             f"{rules.stat} of the observed usage × {rules.headroom:g}, rounded up; a current quota is "
-             f"kept when it covers the proposal and is at most {rules.tolerance:.0%} above it.", "",
-             "| cluster | principals | raise | lower | limit | pin | keep | entities | error |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+SUMMARY_COUNTS = ("principals", "raise", "lower", "limit", "pin", "keep", "entities")
+"""A cluster's counts in the summary table, in its column order."""
+
+
+def markdown_view(results: Sequence[ClusterResult], rules: Rules, *,
+                  limit: int | None = SHOWN_CHANGES) -> MarkdownView:
+    """What the PR-comment summary shows; ``limit=None``: every change (``proposals.md``)."""
+    clusters = tuple((r.cluster, None if r.error is not None else tuple(counts(r)[k] for k in SUMMARY_COUNTS),
+                      r.error) for r in results)
+    changes = []
     for result in results:
-        c = counts(result)
-        if result.error is not None:
-            lines.append(f"| `{result.cluster}` | | | | | | | | {_cell(result.error)} |")
-            continue
-        lines.append(f"| `{result.cluster}` | {c['principals']} | {c['raise']} | {c['lower']} | {c['limit']} "
-                     f"| {c['pin']} | {c['keep']} | {c['entities']} | |")
-    for result in results:
-        changes = _changes(result)
-        if not changes:
-            continue
-        lines += ["", f"#### `{result.cluster}`", "",
-                  f"| entity | principals | key | {rules.stat} | need | now | proposal | action |",
-                  "|---|---:|---|---:|---:|---|---:|---|"]
-        for entity, r, members in changes if limit is None else changes[:limit]:
-            lines.append(f"| `{_cell(entity.display)}` | {members} | {r.key} "
-                         f"| {_show(r.key, r.bucket_usage)} | {_show(r.key, r.need)} | {_cell(_now(r))} "
-                         f"| {yaml_value(r.key, r.after_value)} "
-                         f"| {r.action} |")
-        if limit is not None and len(changes) > limit:
-            lines.append(f"\n… and {len(changes) - limit} more in `proposals.md`.")
-    return "\n".join(lines) + "\n"
+        found = _changes(result)
+        shown = found if limit is None else found[:limit]
+        rows = tuple((entity.display, members, r.key, _show(r.key, r.bucket_usage), _show(r.key, r.need),
+                      _now(r), yaml_value(r.key, r.after_value), str(r.action))
+                     for entity, r, members in shown)
+        changes.append((result.cluster, rows, len(found) - len(shown)))
+    line = (f"{rules.stat} of the observed usage × {rules.headroom:g}, rounded up; a current quota is kept "
+            f"when it covers the proposal and is at most {rules.tolerance:.0%} above it.")
+    return MarkdownView(rules.stat, line, clusters, tuple(changes))

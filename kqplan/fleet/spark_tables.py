@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kqplan.core.entity import DEFAULT_NAME, escape_name, visible
+from kqplan.core.errors import KqplanError
+from kqplan.core.filenames import component_problem
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, ClusterImpact, Throttled
 from kqplan.fleet.spark import frame_of
@@ -24,6 +26,12 @@ CHANGES = "changes.parquet"
 
 
 def join_uri(base: str, name: str) -> str:
+    """``base/name`` for a table Spark writes under a URI: ``name`` one plain file name (checked as
+    :func:`kqplan.files.inside` checks a local one), so nothing lands outside ``base``."""
+    problem = component_problem(name)
+    if problem is not None:
+        raise KqplanError(f"cannot write {visible(name)!r} under {visible(base)}: {problem}",
+                          hint="names used as file names must be plain names, not paths")
     return base.rstrip("/") + "/" + name
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 
+from kqplan.core.entity import visible
 from kqplan.fleet.impact import IMPACT_COLUMNS, ImpactRow, UnusedRow
 
 
@@ -88,7 +89,9 @@ def chart(cluster: str, data: Histogram | None, path: Path) -> Path | None:
     axes.axvline(1.0, color="#cc3311", linestyle="--", label="quota (above: throttled)")
     axes.set_xlabel(f"utilization after the plan (bucket usage / quota, capped at {CAP:g})")
     axes.set_ylabel("buckets (one per key)")
-    axes.set_title(f"{cluster}: {data.over} of {data.total} buckets over their quota")
+    # the name as text: escaped for a terminal, and "$" not read as matplotlib's math markup
+    shown = visible(cluster).replace("$", r"\$")
+    axes.set_title(f"{shown}: {data.over} of {data.total} buckets over their quota")
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kqplan.core.entity import BUILTIN_TYPES, DEFAULT_NAME, USER, Entity, escape_name
+from kqplan.core.filenames import fit_name
 from kqplan.core.quotas import QUOTA_KEYS, keys_for, value_error
 from kqplan.core.state import QuotaState
 from kqplan.core.units import format_number
@@ -117,6 +118,30 @@ def _document(entries: Sequence[tuple[Entity, dict[str, float]]], cluster_id: st
     return "\n".join(lines) + "\n"
 
 
+EXPORTED_FROM = "# Exported from "
+
+
+def export_source(cluster_id: str | None) -> str:
+    """How an export's header names the cluster it came from: ``cluster ID``, or ``the cluster``
+    without an id. The id is written as it is (as exports always did) unless it holds a character
+    that is not printable, a newline say, or starts with a quote: then as a quoted YAML scalar, so
+    the header stays one line and two ids never read the same."""
+    if not cluster_id:
+        return "the cluster"
+    raw = cluster_id.isprintable() and not cluster_id.startswith(("'", '"'))
+    return f"cluster {cluster_id if raw else yaml_string(cluster_id)}"
+
+
+def exported_from(text: str) -> str | None:
+    """The cluster a file's header says export took it from (as :func:`export_source` writes
+    it), or None when the file does not start as an exported manifest does."""
+    head = [line.rstrip("\r") for line in text.removeprefix("\ufeff").split("\n", 2)[:2]]
+    line = head[1] if head[0] == MODELINE and len(head) > 1 else head[0]
+    if line.startswith(EXPORTED_FROM) and line.endswith("."):
+        return line[len(EXPORTED_FROM):-1]
+    return None
+
+
 def adoption_scope(entities: Iterable[Entity]) -> list[dict[str, str]]:
     """Ownership patterns covering every exported entity: one per shape (types, default or named),
     so an adopted cluster is owned whole (and a pattern costs one match per entity, not a list)."""
@@ -127,13 +152,19 @@ def adoption_scope(entities: Iterable[Entity]) -> list[dict[str, str]]:
     return sorted(patterns, key=lambda p: (len(p), sorted(p.items())))
 
 
+_HASHED = re.compile(r"-[0-9a-f]{8}$")
+
+
 def file_stem(user: str) -> str:
-    """A safe, unique, readable file name for a user: letters of any script are kept, path-unsafe
-    characters replaced (then a short hash keeps names that differ only there apart)."""
-    slug = re.sub(r"[^\w.@+-]+", "_", user).strip("._")[:60] or "user"
-    if slug == user:
-        return slug
-    return f"{slug}-{hashlib.sha256(user.encode()).hexdigest()[:8]}"
+    """A safe, unique, readable file name (without ``.yaml``) for a user: letters of any script
+    are kept, path-unsafe characters replaced, and then a short hash of the name keeps users that
+    differ only there apart (a name that already ends like a hash gets one too). A long name is
+    cut on a character boundary, hash kept, so that ``NAME.yaml`` and its temporary sibling fit a
+    file system's 255 bytes."""
+    slug = re.sub(r"[^\w.@+-]+", "_", user).lstrip("-._").rstrip("._") or "user"
+    if slug != user or _HASHED.search(user):
+        slug = f"{slug}-{hashlib.sha256(user.encode()).hexdigest()[:8]}"
+    return fit_name(slug, ".yaml", key=user)[: -len(".yaml")]
 
 
 def split_file(entity: Entity, split_by: SplitBy) -> str:
@@ -169,8 +200,7 @@ def export(state: QuotaState, cluster_id: str | None, *, split_by: SplitBy = Spl
                 noted.setdefault(entity, []).append(skipped[-1])
         if quotas:
             kept.append((entity, quotas))
-    source = f"cluster {cluster_id}" if cluster_id else "the cluster"
-    title = f"Exported from {source}."
+    title = f"Exported from {export_source(cluster_id)}."
     scope = adoption_scope(state) if adopt else []
     if split_by is SplitBy.NONE:
         return [ExportFile("quotas.yaml", _document(kept, cluster_id, title, scope=scope, skipped=noted))], \

@@ -75,7 +75,7 @@ def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
                 problem(path, "directory contains no *.yaml or *.yml files",
                         "point kqplan at manifest files or their directory")
             files.extend(sorted(found))
-        elif path.is_file():
+        elif path.is_file() or path.exists():  # a device or FIFO: the reader says what it is
             files.append(path)
         elif path.is_symlink():
             problem(path, "symlink to nothing (dangling, or a loop)")

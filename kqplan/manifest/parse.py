@@ -4,12 +4,16 @@ and parsed by ``yaml_rs``; every refusal a located diagnostic."""
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml_rs
 
 from kqplan.core.diagnostics import Diagnostic, Span
+from kqplan.core.entity import visible
+from kqplan.core.errors import KqplanError
+from kqplan.files import read_bounded
 from kqplan.manifest.head import API_VERSION, KIND
 from kqplan.manifest.source import SourceFile
 
@@ -23,19 +27,32 @@ _ASCII_ALLOWED = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x7F)])
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None]:
-    """Read a manifest as UTF-8 (a BOM is allowed), refusing huge or undecodable files."""
+def _unreadable(path: Path, max_bytes: int, exc: KqplanError) -> Diagnostic:
+    """The bounded reader's refusal as a located diagnostic: KQP004 for a regular file over the
+    limit (``[limits] max-file-mib``), KQP008 for anything else (its problem, without the path
+    the span already names)."""
     name = str(path)
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return None, Diagnostic(
-                "KQP004", f"file is {size / 2**20:.1f} MiB, over the {max_bytes // 2**20} MiB limit",
-                Span(name, 0, 0), hint="split it into several files, or raise [limits] "
-                "max-file-mib in kqplan.toml")
-        data = path.read_bytes()
-    except OSError as exc:
-        return None, Diagnostic("KQP008", f"cannot read file: {exc.strerror}", Span(name, 0, 0))
+        st = path.stat()
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+        return Diagnostic(
+            "KQP004", f"file is {st.st_size / 2**20:.1f} MiB, over the {max_bytes // 2**20} MiB limit",
+            Span(name, 0, 0),
+            hint="split it into several files, or raise [limits] max-file-mib in kqplan.toml")
+    problem = exc.message.removeprefix(f"cannot read manifest {visible(name)}: ")
+    return Diagnostic("KQP008", f"cannot read file: {problem}", Span(name, 0, 0), hint=exc.hint)
+
+
+def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None]:
+    """Read a manifest as UTF-8 (a BOM is allowed), refusing huge or undecodable files, and
+    anything but a regular file (``/dev/zero`` stats as empty and reads forever; a FIFO blocks)."""
+    name = str(path)
+    try:
+        data = read_bounded(path, what="manifest", limit=max_bytes)
+    except KqplanError as exc:
+        return None, _unreadable(path, max_bytes, exc)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -14,7 +14,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from kqplan.core.entity import Entity, escape_name
-from kqplan.core.errors import KqplanError
+from kqplan.files import read_bounded_text
 from kqplan.manifest.export import yaml_value
 
 
@@ -31,10 +31,7 @@ def _yaml(sequence: int, offset: int) -> YAML:
 
 def load_rt(path: Path) -> tuple[Any, YAML]:
     """A manifest as ruamel's round-trip tree, with a dumper set to the file's own indentation."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KqplanError(f"cannot read {path}: {exc}") from None
+    text = read_bounded_text(path, what="manifest")
     _, indent, block_seq_indent = load_yaml_guess_indent(text)
     yaml = _yaml(indent or 4, block_seq_indent if block_seq_indent is not None else 2)
     return yaml.load(text), yaml

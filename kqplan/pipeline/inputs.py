@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kqplan.config.model import ClusterEntry
+from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.versions import ClusterProfile
+from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded
 
 if TYPE_CHECKING:
     from kqplan.core.principals import Principal
@@ -33,15 +35,15 @@ def declared_profile(entry: ClusterEntry | None) -> ClusterProfile:
     return ClusterProfile.of(entry.version, entry.mode) if entry is not None else ClusterProfile()
 
 
-def read_principals(path: Path) -> list[Principal]:
-    """Read a principals file (CSV or JSON lines); KqplanError when unreadable or malformed."""
+def read_principals(path: Path, *, limit: int = DEFAULT_INPUT_LIMIT) -> list[Principal]:
+    """Read a principals file (CSV or JSON lines): a regular file of at most ``limit`` bytes
+    (``[limits] max-input-mib``); KqplanError when unreadable or malformed."""
     from kqplan.core.principals import parse_principals
 
+    data = read_bounded(path, what="principals file", limit=limit)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KqplanError(f"cannot read principals file {path}: {exc.strerror}") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise KqplanError(f"{path}: not UTF-8 (byte {exc.start})",
+        raise KqplanError(f"{visible(str(path))}: not UTF-8 (byte {exc.start})",
                           hint="save the principals file as UTF-8") from None
     return parse_principals(text, source=str(path))

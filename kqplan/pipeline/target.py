@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kqplan.cluster.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
 from kqplan.config.model import ClusterEntry
 from kqplan.core.cluster import Cluster
 from kqplan.core.errors import KqplanError
+from kqplan.files import DEFAULT_INPUT_LIMIT
 
 NO_TARGET_HINT = ("give --bootstrap-server HOST:PORT (with --command-config for SASL/TLS), "
                   "--state SNAPSHOT.json, or --sandbox [SEED.json] for a local sandbox broker")
@@ -26,6 +27,8 @@ class Target:
     command_config: Path | None = None
     sandbox: bool = False
     sandbox_seed: Path | None = None
+    input_limit: int = DEFAULT_INPUT_LIMIT
+    """Bound of the snapshot or seed file read whole: ``[limits] max-input-mib`` (:meth:`within`)."""
 
     @classmethod
     def of_cluster(cls, entry: ClusterEntry) -> Target:
@@ -35,11 +38,15 @@ class Target:
                               hint=f"add bootstrap-server (or snapshot) to [clusters.{entry.name}]")
         return cls(state=entry.snapshot, bootstrap=entry.bootstrap, command_config=entry.command_config)
 
+    def within(self, limit: int) -> Target:
+        """This target with its snapshot (or seed) read under ``limit`` bytes (``config.max_input_bytes``)."""
+        return replace(self, input_limit=limit)
+
     def or_cluster(self, entry: ClusterEntry | None) -> Target:
         """Explicit target options win; without any, the inventory entry's target."""
         if entry is None or self.chosen() or self.command_config is not None:
             return self
-        return Target.of_cluster(entry)
+        return Target.of_cluster(entry).within(self.input_limit)
 
     def chosen(self) -> list[str]:
         """The explicitly given, mutually exclusive target options."""
@@ -63,9 +70,9 @@ def open_cluster(target: Target, env: Mapping[str, str] | None = None) -> Iterat
         if target.state is not None:
             from kqplan.cluster.snapshot import SnapshotCluster
 
-            cluster = SnapshotCluster(target.state)
+            cluster = SnapshotCluster(target.state, limit=target.input_limit)
         elif target.sandbox:
-            cluster = _sandbox_cluster(target.sandbox_seed, stack)
+            cluster = _sandbox_cluster(target.sandbox_seed, stack, target.input_limit)
         elif target.bootstrap or target.command_config or env.get(ENV_BOOTSTRAP) \
                 or env.get(ENV_COMMAND_CONFIG):
             from kqplan.cluster.kafka import KafkaCluster
@@ -77,7 +84,7 @@ def open_cluster(target: Target, env: Mapping[str, str] | None = None) -> Iterat
         yield cluster
 
 
-def _sandbox_cluster(seed: Path | None, stack: ExitStack) -> Cluster:
+def _sandbox_cluster(seed: Path | None, stack: ExitStack, limit: int) -> Cluster:
     """Start an in-process sandbox broker on a loopback port and connect to it over TCP."""
     from kqplan.cluster.connection import config_from_properties
     from kqplan.cluster.kafka import KafkaCluster
@@ -86,7 +93,7 @@ def _sandbox_cluster(seed: Path | None, stack: ExitStack) -> Cluster:
 
     config = SandboxConfig(port=0)
     if seed is not None:
-        state, cluster_id = read_snapshot(seed)
+        state, cluster_id = read_snapshot(seed, limit=limit)
         config = SandboxConfig(port=0, seed=state, cluster_id=cluster_id or DEFAULT_CLUSTER_ID)
     sandbox = stack.enter_context(Sandbox.start(config))
     return KafkaCluster(config_from_properties("", bootstrap=sandbox.bootstrap,

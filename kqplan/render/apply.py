@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kqplan.core.cluster import error_name
@@ -35,7 +36,8 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
                 "error": None if not o.error_code else {
                     "code": o.error_code, "name": error_name(o.error_code), "message": o.error_message},
                 # what the cluster holds: the stored values when they differ from those asked
-                "after": dict(o.stored) if o.stored is not None else
+                # (another writer's, for "changed underneath": null when it removed the entity)
+                "after": (dict(o.stored) or None) if o.stored is not None else
                 dict(o.change.after) if o.change.after is not None else None,
             }
             for o in report.outcomes
@@ -72,6 +74,8 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
             text += ": " + ", ".join(f"{k}={format_number(o.stored[k])} (asked {format_number(asked[k])})"
                                      for k in sorted(asked) if k in o.stored
                                      and not same_value(o.stored[k], asked[k]))
+        elif o.status is Status.CHANGED_UNDERNEATH and o.stored is not None:
+            text += f": {_underneath(o.stored, o.change.after or {})}"
         lines.append(text)
     if hidden:
         lines.append(f"  … and {hidden} more applied (the --report file lists every entity)")
@@ -88,8 +92,33 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
         applied = report.count(Status.APPLIED)
         problems = ", ".join(f"{report.count(s)} {s.value}" for s in Status
                              if s is not Status.APPLIED and report.count(s))
-        advice = ("Run apply again to converge." if not report.count(Status.STORED_DIFFERENTLY) else
-                  "Re-running cannot converge where the cluster stores values differently: change the "
-                  "manifest to what it keeps (ZooKeeper-mode brokers truncate whole-number keys).")
-        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. {advice}")
+        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. "
+                     f"{_advice(report)}")
     return "\n".join(lines) + "\n"
+
+
+def _underneath(stored: Mapping[str, float], sent: Mapping[str, float]) -> str:
+    """What describe shows of an entity another writer changed, against what this apply sent
+    (``sent`` empty: the apply deleted the entity)."""
+    if not stored:
+        return "no quotas now (sent " + ", ".join(f"{k}={format_number(sent[k])}" for k in sorted(sent)) + ")"
+    gone = "deleted" if not sent else "not sent"
+    shown = [f"{k}={format_number(stored[k])} ({f'sent {format_number(sent[k])}' if k in sent else gone})"
+             for k in sorted(stored) if k not in sent or not same_value(stored[k], sent[k])]
+    shown += [f"{k} absent (sent {format_number(sent[k])})" for k in sorted(sent) if k not in stored]
+    return ", ".join(shown)
+
+
+def _advice(report: ApplyReport) -> str:
+    """What to do about an incomplete apply: a fresh plan where another writer came between, the
+    manifest where the broker stores values differently, else apply again."""
+    advice: list[str] = []
+    raced = report.count(Status.CHANGED_UNDERNEATH)
+    if raced:
+        advice.append(f"The value changed underneath ({raced} entit{'y' if raced == 1 else 'ies'}): another "
+                      "writer altered it between this apply's alter and its verify. Make a fresh plan "
+                      "(`kqplan plan`) and review it before applying again.")
+    if report.count(Status.STORED_DIFFERENTLY):
+        advice.append("Re-running cannot converge where the cluster stores values differently: change the "
+                      "manifest to what it keeps (ZooKeeper-mode brokers truncate whole-number keys).")
+    return " ".join(advice) or "Run apply again to converge."

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 
 from kqplan.core.diagnostics import Diagnostic
-from kqplan.render.escape import github_data
+from kqplan.render.escape import github_data, github_property
 
 
 def render_json(diagnostics: Iterable[Diagnostic]) -> str:
@@ -34,13 +34,12 @@ def render_json(diagnostics: Iterable[Diagnostic]) -> str:
 
 
 def render_github(diagnostics: Iterable[Diagnostic]) -> str:
-    """GitHub Actions workflow commands: each becomes an annotation on the PR."""
+    """GitHub Actions workflow commands: each becomes an annotation on the PR, one line each (the file
+    name is a property, the message the command's data, each escaped for where it lands)."""
     out = []
     for d in diagnostics:
         level = "error" if d.is_error else "warning"
         text = d.message + (f" (help: {d.hint})" if d.hint else "")
-        out.append(
-            f"::{level} title=kqplan {d.code},file={d.span.path},line={max(d.span.line, 1)},"
-            f"col={max(d.span.column, 1)}::{github_data(text)}"
-        )
+        where = f"file={github_property(d.span.path)},line={max(d.span.line, 1)},col={max(d.span.column, 1)}"
+        out.append(f"::{level} title={github_property('kqplan ' + d.code)},{where}::{github_data(text)}")
     return "\n".join(out)

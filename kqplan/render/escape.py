@@ -24,6 +24,8 @@ _HTML_RE = re.compile(r'[&<>@|"]')
 _PUNCT_RE = re.compile(r"[!-/:-@\[-`{-~]")
 _INLINE_RE = re.compile(r"[&<>@|\\`*_\]~]")
 _ENTITY = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;"}
+_LEADING_SPACE_RE = re.compile(r"^ +")
+_BLOCK_START_RE = re.compile(r"^(?:[#+=-]|\d{1,9}(?=[.)](?: |$)))")
 
 
 def terminal(text: str) -> str:
@@ -42,7 +44,7 @@ def markdown_code(text: str, *, cell: bool = False) -> str:
     Text a code span cannot carry (``<!--``, which would reach the raw comment body) is written as
     an HTML ``<code>`` element of character references instead: shown the same, never parsed."""
     shown = visible(text)
-    if "<!--" in shown or (cell and "\\|" in shown):
+    if not shown or "<!--" in shown or (cell and "\\|" in shown):
         return "<code>" + _PUNCT_RE.sub(lambda m: f"&#{ord(m.group())};", shown) + "</code>"
     longest = max((len(run) for run in re.findall(r"`+", shown)), default=0)
     fence = "`" * (longest + 1)
@@ -54,8 +56,14 @@ def markdown_code(text: str, *, cell: bool = False) -> str:
 def markdown_text(text: str) -> str:
     """Plain Markdown text outside code spans: GitHub would drop ``<default>`` as an unknown HTML tag
     (and ``</details>`` in a name would end a block), and turn ``@name`` into a mention; ``*``,
-    ``_``, ``[`` and the like would format or link. Every such character is a character reference."""
-    return _INLINE_RE.sub(lambda m: _ENTITY.get(m.group(), "\\" + m.group()), visible(text))
+    ``_``, ``]`` and the like would format or link: each is escaped (a backslash, or a character
+    reference). At the start, what would open a block where the text starts a line or a list item
+    (``#`` a heading, ``-``/``+``/``1.`` a list, ``=`` a heading's underline, spaces a code block)
+    is escaped too, so the text stays the inline text it is."""
+    shown = _INLINE_RE.sub(lambda m: _ENTITY.get(m.group(), "\\" + m.group()), visible(text))
+    shown = _LEADING_SPACE_RE.sub(lambda m: "&#32;" * len(m.group()), shown)
+    return _BLOCK_START_RE.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(),
+                               shown)
 
 
 def markdown_block(text: str) -> str:

@@ -13,7 +13,7 @@ from kqplan.render.diagnostics import render_github
 from kqplan.render.escape import github_data, github_property
 from kqplan.render.text import summary_line
 
-_ORIGIN = re.compile(r"^(?P<file>.+?)(?::(?P<line>\d+):(?P<col>\d+))?(?: \(overrides .*\))?$")
+_ORIGIN = re.compile(r"^(?P<file>.+?)(?::(?P<line>\d+):(?P<col>\d+))?(?: \(overrides .*\))?$", re.DOTALL)
 
 
 def render_plan_github(plan: Plan, warnings: Sequence[Diagnostic] = ()) -> str:

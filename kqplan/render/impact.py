@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from kqplan.core.impact import Impact, Side
+from kqplan.render.escape import terminal
 
 
 def render_impact_text(impact: Impact, *, limit: int = 100) -> str:
-    """``Blast radius: …`` then each changed principal with ``key = before -> after`` lines."""
+    """``Blast radius: …`` then each changed principal with ``key = before -> after`` lines (names
+    and keys written :func:`~kqplan.render.escape.terminal`)."""
     lines = [f"Blast radius: {impact.summary.line}"]
     for item in impact.principals[:limit]:
-        lines.append(f"  {item.entity.display}")
-        lines.extend(f"      {k.marker} {k.key} = {k.before.show()} -> {k.after.show()}"
+        lines.append(f"  {terminal(item.entity.display)}")
+        lines.extend(terminal(f"      {k.marker} {k.key} = {k.before.show()} -> {k.after.show()}")
                      for k in item.keys)
     hidden = len(impact.principals) - limit
     if hidden > 0:

@@ -86,7 +86,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
     # Notes, blast radius and unmanaged entities each get a share of the comment, so that the
     # details keep room and no list (thousands of lint warnings, say) can push it over the limit.
     if plan.notes:
-        out += ["> [!NOTE]", *_fit([[f"> - {markdown_text(n)}"] for n in plan.notes], max_chars // 4,
+        out += ["> [!NOTE]", *_fit([[f"> - {markdown_text(n)}"] for n in plan.notes if n], max_chars // 4,
                                    lambda n: f"> - … and {plural(n, 'more note', 'more notes')} "
                                              f"(all of them are in {everything}, `notes`)"), ""]
     if impact is not None:

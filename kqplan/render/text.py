@@ -10,6 +10,7 @@ from __future__ import annotations
 from kqplan.core.plan import Change, ClusterRef, Plan, Summary
 from kqplan.core.quotas import QUOTA_KEYS
 from kqplan.core.units import format_bytes, format_number
+from kqplan.render.escape import terminal
 
 NO_CHANGES = "No changes. The cluster matches the manifests."
 
@@ -53,7 +54,7 @@ def target_line(cluster: ClusterRef) -> str:
         where += f", Kafka {cluster.version}"
     if cluster.mode:
         where += f" ({cluster.mode})"
-    return where
+    return terminal(where)
 
 
 def target_of(plan: Plan) -> str:
@@ -90,7 +91,7 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     if not plan.has_changes:
         checked = plural(plan.unchanged, "entity", "entities")
         lines.append(f"{NO_CHANGES} ({checked} checked on {target_of(plan)})")
-        lines.extend(plan.notes)
+        lines.extend(map(terminal, plan.notes))
         if unmanaged:
             lines += ["", *unmanaged]
         return "\n".join(lines) + "\n"
@@ -100,18 +101,18 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
         marker = change.action.marker
         head = f"  {paint(marker, marker, color)} {change.display}"
         if change.origin is not None:
-            head += f"  # {change.origin}"
+            head += f"  # {terminal(change.origin)}"
         lines.append(head)
-        for mark, key, old, new in key_rows(change):
-            sign = paint(mark, mark, color)
+        for mark, name, old, new in key_rows(change):
+            sign, key = paint(mark, mark, color), terminal(name)
             if mark == "~":
-                lines.append(f"      {sign} {key} = {show_value(key, old)} -> {show_value(key, new)}")
+                lines.append(f"      {sign} {key} = {show_value(name, old)} -> {show_value(name, new)}")
             elif mark == "+":
-                lines.append(f"      {sign} {key} = {show_value(key, new)}")
+                lines.append(f"      {sign} {key} = {show_value(name, new)}")
             else:
-                lines.append(f"      {sign} {key} = {show_value(key, old)}")
+                lines.append(f"      {sign} {key} = {show_value(name, old)}")
         lines.append("")
-    lines.extend(plan.notes)
+    lines.extend(map(terminal, plan.notes))
     if unmanaged:
         lines += [*unmanaged, ""]
     lines.append(summary_line(plan.summary))

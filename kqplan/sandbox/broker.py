@@ -18,6 +18,7 @@ import struct
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
@@ -61,7 +62,8 @@ class Sandbox(SaslMixin):
         self.faults = Faults(lag_ms=config.lag_ms)
         for fault in config.faults:
             self.faults.add(fault)
-        self.requests: list[RequestRecord] = []
+        self._records: deque[RequestRecord] = deque(maxlen=config.request_history)
+        self._records_lock = threading.Lock()  # recorded with and without ``_lock`` held
         self.addresses: list[tuple[str, int]] = []
         self._lock = threading.Lock()
         self._connections = 0
@@ -91,9 +93,14 @@ class Sandbox(SaslMixin):
         with self._lock:
             return self.engine.state
 
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """The requests served, oldest first: the most recent ``config.request_history`` of them."""
+        with self._records_lock:
+            return list(self._records)
+
     def requests_of(self, api_key: int) -> list[RequestRecord]:
-        with self._lock:
-            return [r for r in self.requests if r.api_key == api_key]
+        return [r for r in self.requests if r.api_key == api_key]
 
     # -- running -------------------------------------------------------------------------------
 
@@ -181,7 +188,9 @@ class Sandbox(SaslMixin):
         try:
             while True:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
-                if not 0 <= size <= MAX_FRAME:
+                if not 0 <= size <= self._receive_limit(conn):
+                    # nothing of the body is read: a size prefix alone allocates nothing
+                    self._refuse_size(conn, size, writer)
                     return
                 payload = await reader.readexactly(size)
                 if conn.raw_sasl:
@@ -216,6 +225,22 @@ class Sandbox(SaslMixin):
         finally:
             writer.close()
 
+    def _receive_limit(self, conn: Connection) -> int:
+        """The largest frame this connection may send now: ``sasl.server.max.receive.size``
+        until a SASL listener's client has authenticated, then ``socket.request.max.bytes``."""
+        if conn.listener.sasl and conn.user is None:
+            return self.config.sasl_server_max_receive_size
+        return MAX_FRAME
+
+    def _refuse_size(self, conn: Connection, size: int, writer: asyncio.StreamWriter) -> None:
+        """A SASL client's frame over the bound before authentication: one line, as Kafka logs
+        "Failed authentication … (Failing SASL authentication due to invalid receive size)"."""
+        if conn.listener.sasl and conn.user is None:
+            limit = self.config.sasl_server_max_receive_size
+            sys.stderr.write(f"kqplan sandbox: closed connection {conn.id} from {_peer(writer)} before "
+                             f"authentication: a frame of {size} bytes (sasl.server.max.receive.size "
+                             f"is {limit})\n")
+
     async def _answer(self, conn: Connection, payload: bytes) -> bytes:
         header = apis.read_header(payload)
         key, version = header.api_key, header.api_version
@@ -241,6 +266,9 @@ class Sandbox(SaslMixin):
         body, failed_auth = self._handle(header, request, conn, faults)
         if drop is Drop.AFTER:
             raise Close
+        held = sum(f.answer_delay_ms for f in faults)
+        if held:
+            await asyncio.sleep(held / 1000)
         answer = apis.frame(header.correlation_id, key, version, body)
         if failed_auth:
             # Kafka sends the failure and closes at once
@@ -371,10 +399,11 @@ class Sandbox(SaslMixin):
                 codes: tuple[int, ...] = (), validate_only: bool | None = None) -> None:
         record = RequestRecord(header.api_key, apis.API_NAMES.get(header.api_key, str(header.api_key)),
                                header.api_version, header.client_id, conn.id, entries, codes, validate_only)
-        self.requests.append(record)
-        if self._log_file is not None:
-            self._log_file.write(json.dumps(record.to_json()) + "\n")
-            self._log_file.flush()
+        with self._records_lock:
+            self._records.append(record)
+            if self._log_file is not None:
+                self._log_file.write(json.dumps(record.to_json()) + "\n")
+                self._log_file.flush()
 
 
 def _count(result: DescribeResult) -> int | None:

@@ -14,6 +14,8 @@ from kqplan.sandbox.faults import Fault
 from kqplan.sandbox.flavors import Flavor
 
 DEFAULT_CLUSTER_ID = "kqplan-sandbox-cluster"
+SASL_SERVER_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default (512 KiB)
+REQUEST_HISTORY = 10_000  # requests kept in memory (``Sandbox.requests``)
 
 
 class Operation(StrEnum):
@@ -78,11 +80,29 @@ class SandboxConfig:
     """SCRAM users present from the start (name -> password, both mechanisms, 4096 iterations);
     AlterUserScramCredentials adds more. Kept in memory only, never in ``state_file``."""
     request_log: Path | None = None
+    """Append every request served to this file, one JSON line each (written and flushed at once:
+    nothing of it is held in memory)."""
+    request_history: int = REQUEST_HISTORY
+    """How many of the most recent requests ``Sandbox.requests`` keeps in memory (older ones are
+    dropped: a long-running sandbox does not grow with its traffic); ``request_log`` has them all."""
+    sasl_server_max_receive_size: int = SASL_SERVER_MAX_RECEIVE_SIZE
+    """Kafka's ``sasl.server.max.receive.size``: the largest frame a SASL listener reads before the
+    client has authenticated (ApiVersions, SaslHandshake, SaslAuthenticate, v0's bare tokens). A
+    larger size prefix closes the connection before any of its body is read, as Kafka does
+    (InvalidReceiveException). Once authenticated, and on PLAINTEXT/SSL listeners, the bound is
+    ``socket.request.max.bytes`` (100 MiB)."""
     faults: Sequence[Fault] = ()
     lag_ms: int = 0
     resolve_host: Callable[[str], bool] | None = None
     flavor: Flavor = Flavor.KRAFT
     """Answer as a KRaft 4.3 broker (default) or as a ZooKeeper-mode 3.9 one (docs/zk-rules.md)."""
+
+    def __post_init__(self) -> None:
+        if self.request_history < 0:
+            raise ValueError(f"request_history must be 0 or more, not {self.request_history}")
+        if self.sasl_server_max_receive_size < 0:
+            raise ValueError("sasl_server_max_receive_size must be 0 or more, "
+                             f"not {self.sasl_server_max_receive_size}")
 
     @property
     def listeners(self) -> tuple[Listener, ...]:

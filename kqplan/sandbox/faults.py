@@ -30,6 +30,9 @@ class Fault:
 
     ``times`` bounds how many requests it hits (None: all). An alter fault hits real alters
     only unless ``validate_only`` is set, so a pre-flight can pass and the alter still fail.
+    ``delay_ms`` waits before the request is handled; ``answer_delay_ms`` after (an alter is
+    committed, its answer held back): the window in which another writer can change what was
+    just written before the client has its answer and verifies.
     """
 
     api: str
@@ -40,6 +43,7 @@ class Fault:
     entities: frozenset[Entity] = frozenset()  # alter: only these entities fail
     times: int | None = None
     validate_only: bool = False
+    answer_delay_ms: int = 0
 
     def __post_init__(self) -> None:
         if self.api not in API_KEYS:

@@ -5,24 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from kqplan.core.entity import Entity
-from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
-from kqplan.files import write_atomically
+from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded, write_atomically
 from kqplan.snapshot.codec import Snapshot, parse_snapshot, snapshot_to_json
 
 
-def load_snapshot(path: Path) -> Snapshot:
-    """Read a snapshot file."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise KqplanError(f"cannot read snapshot {path}: {exc.strerror}") from None
-    return parse_snapshot(data, source=str(path))
+def load_snapshot(path: Path, *, limit: int = DEFAULT_INPUT_LIMIT) -> Snapshot:
+    """Read a snapshot file: a regular file of at most ``limit`` bytes (``[limits]
+    max-input-mib``), never a device or a FIFO (``/dev/zero`` would fill memory, a FIFO hang)."""
+    return parse_snapshot(read_bounded(path, what="snapshot", limit=limit), source=str(path))
 
 
-def read_snapshot(path: Path) -> tuple[dict[Entity, dict[str, float]], str | None]:
+def read_snapshot(path: Path, *,
+                  limit: int = DEFAULT_INPUT_LIMIT) -> tuple[dict[Entity, dict[str, float]], str | None]:
     """Read a snapshot file: (state, cluster id)."""
-    found = load_snapshot(path)
+    found = load_snapshot(path, limit=limit)
     return found.state, found.cluster_id
 
 

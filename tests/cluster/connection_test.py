@@ -116,7 +116,7 @@ def test_pem_keystore_file_holding_key_and_chain(pki, tmp_path):
 
 def test_unreadable_file_names_the_line():
     err = error("security.protocol=SSL\n\nssl.ca.location=/nonexistent/ca.pem\n")
-    assert err.message == ("client.properties:3: ssl.ca.location: cannot read /nonexistent/ca.pem: "
+    assert err.message == ("client.properties:3: ssl.ca.location: cannot read PEM file /nonexistent/ca.pem: "
                            "No such file or directory")
 
 
@@ -284,5 +284,5 @@ def test_environment_variables(tmp_path: Path):
     with pytest.raises(KqplanError) as err:
         load_connection_config("x:1", props, env={"KAFKA_USER": "carol"})
     assert err.value.message == f"{props}:4: sasl.password: environment variable KAFKA_PASSWORD is not set"
-    with pytest.raises(KqplanError, match="cannot read --command-config"):
+    with pytest.raises(KqplanError, match="cannot read command config"):
         load_connection_config("x:1", tmp_path / "missing.properties", env={})

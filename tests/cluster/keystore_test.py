@@ -322,7 +322,8 @@ def test_a_missing_store_names_the_file_and_the_setting(tmp_path):
         f"security.protocol=SSL\nssl.keystore.location={missing}\nssl.keystore.password={STORE_PASSWORD}\n"
     )
     assert err.message == (
-        f"client.properties:2: ssl.keystore.location: cannot read {missing}: No such file or directory"
+        f"client.properties:2: ssl.keystore.location: cannot read key store {missing}: "
+        "No such file or directory"
     )
     assert err.hint is not None
     assert "check the path" in err.hint

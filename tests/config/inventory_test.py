@@ -212,4 +212,5 @@ def test_the_config_is_found_in_the_current_directory_or_above():
 def test_a_missing_config_file_is_an_error(tmp_path):
     result = run_cli("plan", "--config", tmp_path / "nope.toml", "--cluster", "x")
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"Error: cannot read {tmp_path}/nope.toml: No such file or directory")
+    assert result.stderr.startswith(f"Error: cannot read config file {tmp_path}/nope.toml: No such file or "
+                                    "directory")

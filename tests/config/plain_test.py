@@ -23,6 +23,9 @@ scalars = st.one_of(st.integers(-5, 300), st.floats(allow_nan=True, allow_infini
                     st.text(max_size=6), st.just("1KiB"), st.just("25"))
 values = st.one_of(scalars, st.lists(scalars, max_size=3), st.lists(st.text(max_size=5), max_size=3))
 names = st.sampled_from(["a", "prod", "x y", "é"])
+any_names = st.one_of(names, st.sampled_from(["../evil", "/abs", "..", "a\x00b", "a\nb", "-x", "",
+                                              "x" * 201]))
+"""Names of every kind: plain ones and ones the schema refuses (not one file name)."""
 
 
 def table(fields: tuple[str, ...], value: st.SearchStrategy[object]) -> st.SearchStrategy[dict[str, object]]:
@@ -51,13 +54,15 @@ valid_documents = st.fixed_dictionaries({}, optional={
     "policy": valid_policy,
     "custom": st.fixed_dictionaries({}, optional={"entity-types": st.lists(st.text(max_size=4), max_size=2),
                                                   "keys": st.lists(st.text(max_size=4), max_size=2)}),
-    "limits": st.fixed_dictionaries({}, optional={"max-file-mib": st.integers(1, 512)})})
+    "limits": st.fixed_dictionaries({}, optional={"max-file-mib": st.integers(1, 512),
+                                                  "max-input-mib": st.integers(1, 4096)})})
 any_documents = st.one_of(valid_documents, st.fixed_dictionaries({}, optional={
-    "clusters": st.one_of(values, st.dictionaries(names, st.one_of(values, table(CLUSTER_FIELDS, values)))),
+    "clusters": st.one_of(values, st.dictionaries(any_names, st.one_of(values,
+                                                                       table(CLUSTER_FIELDS, values)))),
     "policy": st.one_of(values, table(POLICY_FIELDS, st.one_of(values, st.dictionaries(
         st.text(max_size=5), table(("min", "max"), scalars), max_size=2)))),
     "custom": st.one_of(values, table(("entity-types", "keys"), values)),
-    "limits": st.one_of(values, table(("max-file-mib",), scalars)),
+    "limits": st.one_of(values, table(("max-file-mib", "max-input-mib"), scalars)),
     "typo": values}))
 
 
@@ -113,7 +118,7 @@ FULL = {
                "required-defaults": ["user"], "required-labels": ["team"], "allow-unmanaged": False,
                "keys": {"producer_byte_rate": {"min": "1KiB", "max": 1e9}, "request_percentage": {"min": 1}}},
     "custom": {"entity-types": ["group"], "keys": ["x_rate"]},
-    "limits": {"max-file-mib": 64},
+    "limits": {"max-file-mib": 64, "max-input-mib": 256},
 }
 """Every field of kqplan.toml set, validly: the base of the exhaustive near-miss test."""
 

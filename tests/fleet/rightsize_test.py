@@ -392,7 +392,8 @@ Fleet rightsize: 2 clusters, 7 entities proposed, 0 failed; table: {out}/proposa
                                       "erin", "fay", "fay", "fay", "ops", "dave", "erin"]
     assert rows[-2].proposal == 2.0  # 0.2 × 1.5 rounds up to 1, floored by --min to 2
     assert pq.read_table(out / "proposals.parquet").schema.field("current_value").type == "double"
-    assert "| `{user=dave}` | 1 | request_percentage | 0.2 | 0.3 | 50 from {user=<default>} | 2 | " \
+    # the key a code span, as in the plan comment; <default> escaped (GitHub would drop it as a tag)
+    assert "| `{user=dave}` | 1 | `request_percentage` | 0.2 | 0.3 | 50 from {user=&lt;default&gt;} | 2 | " \
         "lower |" in (out / "proposals.md").read_text(encoding="utf-8")
     for cluster, summary in (("east", "Plan: 3 to add, 3 to change, 0 to delete."),
                              ("west", "Plan: 1 to add, 0 to change, 0 to delete.")):

@@ -40,7 +40,7 @@ def test_sandbox_flags_are_checked_before_listening(tmp_path):
 def test_command_config_from_dev_zero_is_refused_quickly():
     result = run_cli("describe", "--bootstrap-server", "127.0.0.1:9", "--command-config", "/dev/zero")
     assert result.exit_code == 1
-    assert "is over 1024 KiB: not a client properties file" in result.stderr
+    assert "cannot read command config /dev/zero: it is a device, not a regular file" in result.stderr
 
 
 @pytest.mark.parametrize(("body", "where", "message"), [

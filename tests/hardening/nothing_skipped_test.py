@@ -48,21 +48,68 @@ def test_a_broken_symlink_is_an_error_not_a_skip(tmp_path, case):
     assert f"{m / 'b.yaml'}: error[KQP008] symlink to nothing (dangling, or a loop)" in result.stdout
 
 
+# root reads every directory: the check runs kqplan without that power. First as root without
+# the capabilities that override permissions (root still reads its own 0700 home, where the
+# checkout and its .venv may live); else as user 65534 with a world-readable copy of kqplan.
+WITHOUT_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+               "--inh-caps=-dac_override,-dac_read_search"]
+UNPRIVILEGED = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def readable_copy_of_kqplan(base: Path) -> Path:
+    """The kqplan under test, copied under ``base`` (world-readable): the checkout itself may live
+    where user 65534 cannot go (cloned into root's 0700 home); the copy is what it imports."""
+    import kqplan
+
+    src = base / "src"
+    shutil.copytree(Path(kqplan.__file__).parent, src / "kqplan",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for root, _, files in os.walk(src):
+        os.chmod(root, 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
+    return src
+
+
+def unprivileged(base: Path) -> tuple[list[str], dict[str, str]]:
+    """How to run kqplan so that a mode-0 directory is unreadable: (command prefix, environment);
+    a skip, with the reason, when this machine offers no way."""
+    import kqplan
+
+    # the kqplan under test, wherever the subprocess starts (cwd is elsewhere, site-packages may
+    # hold another install)
+    env = {**os.environ, "HOME": str(base), "PYTHONPATH": str(Path(kqplan.__file__).parent.parent)}
+    if os.geteuid() != 0:
+        return [], env
+    problems = []
+    for prefix in (WITHOUT_DAC, UNPRIVILEGED):
+        tried = {**env, "PYTHONPATH": str(readable_copy_of_kqplan(base))} if prefix is UNPRIVILEGED else env
+        try:
+            probe = subprocess.run([*prefix, sys.executable, "-c", "import kqplan.cli.main"],
+                                   capture_output=True, text=True, check=False, cwd=base, env=tried)
+        except OSError as exc:
+            problems.append(f"{prefix[0]}: {exc.strerror}")
+            continue
+        if probe.returncode == 0:
+            return prefix, tried
+        problems.append(f"{' '.join(prefix)}: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+    pytest.skip("running as root, and kqplan cannot run without root's power to read every "
+                f"directory here (the interpreter or its site-packages are out of reach): {problems}")
+
+
 def test_an_unreadable_directory_is_an_error():
-    # root reads every directory, so the check runs kqplan as an unprivileged user when it can
-    as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
     base = Path(tempfile.mkdtemp(prefix="kqplan-perm-"))
     try:
         base.chmod(0o755)
+        prefix, env = unprivileged(base)
         m = base / "m"
         write_manifest(m / "a.yaml", PRUNE)
         for p in (m, m / "a.yaml"):
             p.chmod(0o755)
         (m / "locked").mkdir()
         (m / "locked").chmod(0)
-        done = subprocess.run([*as_user, sys.executable, "-m", "kqplan", "validate", str(m)],
-                              capture_output=True, text=True, check=False, cwd=base,
-                              env={**os.environ, "HOME": str(base)})
+        done = subprocess.run([*prefix, sys.executable, "-m", "kqplan", "validate", str(m)],
+                              capture_output=True, text=True, check=False, cwd=base, env=env)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert done.returncode == 1, done.stdout + done.stderr

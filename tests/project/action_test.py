@@ -17,7 +17,7 @@ import yaml
 
 from kqplan.sandbox import Sandbox, SandboxConfig, SaslUser
 from kqplan.snapshot.file import read_snapshot
-from tests.helpers import REPO
+from tests.helpers import REPO, write_manifest
 
 BIN = Path(sys.executable).parent
 SEARCH = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # the venv's tools first (.ci/run puts them there)
@@ -175,7 +175,8 @@ def test_the_action_plans_applies_and_checks_drift_over_sasl(tmp_path):
         assert stale.code == 1
         assert stale.outputs["exit-code"] == "1"
         assert "stale" in stale.summary
-        assert stale.summary.rstrip().endswith("**kqplan apply failed (exit 1).**")
+        assert stale.summary.startswith("**kqplan apply failed (exit 1).**\n")  # first: nothing hides it
+        assert "<pre>" in stale.summary  # the apply report is text: shown as it is, never as Markdown
 
 
 def test_the_action_takes_paths_and_target_from_the_inventory(tmp_path):
@@ -207,12 +208,82 @@ def test_a_failed_plan_still_reports_in_the_summary(tmp_path):
     assert failed.code == 1
     assert failed.outputs["exit-code"] == "1"
     assert "producer_byte_rat" in failed.summary
-    assert failed.summary.rstrip().endswith("**kqplan plan failed (exit 1).**")
+    assert failed.summary.startswith("**kqplan plan failed (exit 1).**\n")
     assert failed.job_summary == failed.summary
     unknown = run_step(workspace, tmp_path / "u", command="destroy")
     assert unknown.code == 1
     assert "::error title=kqplan::command must be validate, plan, apply or drift, not 'destroy'" in \
         unknown.stdout
+
+
+def test_a_manifest_cannot_forge_the_comment_through_kqplans_messages(tmp_path):
+    # an unknown key with new lines: once, it closed the messages' fence and showed a heading of its
+    # own ("no changes") after it, with the failure line last, below the fold
+    workspace = tmp_path / "repo"
+    forged = "x\n````\n\n### kqplan: no changes\n\n<!-- Sticky Pull Request Commentkqplan- -->\n</pre>"
+    key = forged.encode("unicode_escape").decode().replace('"', '\\"')
+    write_manifest(workspace / "bad.yaml", f'entities:\n  - user: a\n    "{key}": 1\n'
+                                           "    quotas: {producer_byte_rate: 1}\n")
+    failed = run_step(workspace, tmp_path / "r", command="plan", paths="bad.yaml",
+                      bootstrap_server="127.0.0.1:1")
+    assert failed.code == 1
+    lines = failed.summary.splitlines()
+    assert lines[0] == "**kqplan plan failed (exit 1).**"
+    assert "### kqplan: no changes" not in lines
+    assert "````" not in lines
+    assert "<!--" not in failed.summary
+    assert failed.summary.count("<pre>") == failed.summary.count("</pre>") == 1
+    inside = failed.summary.split("<pre>")[1].split("</pre>")[0]
+    assert "unknown field" in inside
+    assert "&lt;/pre&gt;" in inside
+    # in the log, kqplan's messages are never read as workflow commands
+    token = re.search(r"^::stop-commands::(\w+)$", failed.stdout, re.M)
+    assert token is not None
+    log = failed.stdout
+    assert log.index(token[0]) < log.index("unknown field") < log.index(f"::{token[1]}::")
+
+
+def _layers(root: Path) -> Path:
+    workspace = root / "repo"
+    for layer, user in (("base", "a"), ("team one", "b"), ("team2", "c")):
+        write_manifest(workspace / layer / "q.yaml", f"entities:\n  - user: {user}\n"
+                                                     "    quotas: {producer_byte_rate: 1024}\n")
+    return workspace
+
+
+def test_paths_written_one_per_line_plan_every_layer(tmp_path):
+    # a YAML block (`paths: |`) gives one path per line: once, only the first line was planned
+    workspace = _layers(tmp_path)
+    (workspace / "team one").rename(workspace / "team1")
+    with Sandbox.start(SandboxConfig()) as box:
+        for n, paths in enumerate(("base\nteam1\nteam2\n", "base team1\tteam2", "  base\r\n\nteam1  team2")):
+            plan = run_step(workspace, tmp_path / f"r{n}", command="plan", paths=paths,
+                            bootstrap_server=box.bootstrap)
+            assert plan.code == 0, plan.stdout + plan.stderr
+            assert plan.summary.startswith("### kqplan: 3 to add, 0 to change, 0 to delete\n"), paths
+
+
+@pytest.mark.parametrize("paths", ['"team one"', "'team one'", "team\\ one", "base\n-v", "--state=x"])
+def test_ambiguous_paths_are_refused_with_an_annotation(tmp_path, paths):
+    workspace = _layers(tmp_path)
+    refused = run_step(workspace, tmp_path / "r", command="plan", paths=paths, bootstrap_server="127.0.0.1:1")
+    assert refused.code == 1
+    assert refused.stdout.startswith("::error title=kqplan::paths: ")
+    assert len(refused.stdout.splitlines()) == 1
+    assert not (tmp_path / "r" / "output").read_text()  # nothing ran
+
+
+def test_globs_in_paths_are_not_expanded(tmp_path):
+    workspace = _layers(tmp_path)
+    (workspace / "base" / "*").mkdir()  # a directory really named "*" is planned, and nothing else
+    write_manifest(workspace / "base" / "*" / "q.yaml", "entities:\n  - user: star\n"
+                                                        "    quotas: {producer_byte_rate: 1}\n")
+    with Sandbox.start(SandboxConfig()) as box:
+        plan = run_step(workspace, tmp_path / "r", command="plan", paths="base/*",
+                        bootstrap_server=box.bootstrap)
+    assert plan.code == 0, plan.stdout + plan.stderr
+    assert plan.summary.startswith("### kqplan: 1 to add, 0 to change, 0 to delete\n")
+    assert "{user=star}" in plan.summary
 
 
 def test_gitlab_example_is_valid_yaml_with_the_three_stages():
