@@ -36,15 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from kqplan.core.errors import KqplanError
 from kqplan.fleet.usage import (
-    COLUMNS_HINT,
-    TS_HINT,
+    REPLACEMENT,
     TS_RANGE,
     USAGE_KEYS,
     Usage,
-    number,
+    checked,
     read_parquet,
     read_usage,
-    timestamp,
     usage_files,
 )
 
@@ -147,8 +145,10 @@ def _values(of: Mapping[str, str]) -> str:
 
 def _refused(of: Mapping[str, str]) -> str:
     """SQL true for a row the Python reader refuses (a superset would only cost a judged row)."""
-    checks = [f"({quoted(c)} IS NULL OR {quoted(c)} = '')" if of[c] == TEXT else "true"
-              for c in ("cluster", "user")]
+    checks = [f"({quoted(c)} IS NULL OR {quoted(c)} = '' OR contains({quoted(c)}, {literal(REPLACEMENT)}))"
+              if of[c] == TEXT else "true" for c in ("cluster", "user")]
+    if of["client_id"] == TEXT:
+        checks.append(f"coalesce(contains(client_id, {literal(REPLACEMENT)}), false)")
     if of["ts"] == NUMBER:  # NaN first, as a function: a Parquet file's statistics leave NaN out
         checks.append(f"(NOT isfinite(ts::DOUBLE) OR ts::DOUBLE < {TS_RANGE[0]!r} "
                       f"OR ts::DOUBLE > {TS_RANGE[1]!r})")
@@ -158,7 +158,8 @@ def _refused(of: Mapping[str, str]) -> str:
         if of[key] == BOOLEAN:
             checks.append(f"{quoted(key)} IS NOT NULL")
         elif of[key] == NUMBER:
-            checks.append(f"coalesce(NOT isfinite({quoted(key)}::DOUBLE), false)")
+            rate = f"{quoted(key)}::DOUBLE"
+            checks.append(f"coalesce(NOT isfinite({rate}) OR {rate} < 0, false)")
     return " OR ".join(checks)
 
 
@@ -257,21 +258,7 @@ def judge(path: Path, row: int) -> None:
 
 def check(path: Path, i: int, record: Mapping[str, object]) -> None:
     """The checks :func:`read_usage` makes of row ``i`` (from 1) of ``path``, with its messages."""
-    cluster, user = record.get("cluster"), record.get("user")
-    if not isinstance(cluster, str) or not cluster or not isinstance(user, str) or not user:
-        raise KqplanError(f"{path}: row {i}: cluster and user are required", hint=COLUMNS_HINT)
-    try:
-        timestamp(record.get("ts"))
-    except ValueError:
-        raise KqplanError(f"{path}: row {i}: ts is not a time: {record.get('ts')!r}", hint=TS_HINT) from None
-    for key in USAGE_KEYS:
-        raw = record.get(key)
-        if raw is None or raw == "":
-            continue
-        try:
-            number(raw)
-        except ValueError:
-            raise KqplanError(f"{path}: row {i}: {key} is not a number: {raw!r}") from None
+    checked(path, f"row {i}", record)
 
 
 def _record(path: Path, row: int) -> Mapping[str, object]:

@@ -9,7 +9,6 @@ Spark would misread together); URIs of any filesystem Spark's Hadoop layer reads
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,15 +18,21 @@ from kqplan.core.errors import KqplanError
 from kqplan.fleet.spark import frame_of
 from kqplan.fleet.usage import (
     COLUMNS_HINT,
+    NAME_HINT,
     NUMBER,
+    RATE_HINT,
+    REPLACEMENT,
     TIME,
     TS_HINT,
     TS_RANGE,
     USAGE_KEYS,
     Usage,
+    csv_header,
     is_uri,
-    not_utf8,
+    negative,
     read_parquet,
+    read_usage,
+    refusal,
     usage_files,
 )
 
@@ -36,10 +41,15 @@ _WIDE = ("cluster string, user string, client_id string, ts double, "
 """A usage frame: a row per usage row (per sample for :func:`samples_frame`), a column per key —
 null: no sample of it; a row of nothing but nulls still names an observed principal. Wide, as
 usage files are: the jobs aggregate the keys side by side in one pass."""
-_CHECKS = ("problem string, file string, ts_text string, "
+_CHECKS = ("problem string, file string, ts_text string, bad_row string, "
            + ", ".join(f"raw_{k} string, bad_{k} boolean" for k in USAGE_KEYS))
 """The columns an unchecked usage frame adds: what is wrong with the row (null: nothing), where it
-comes from, and each cell as written, for :func:`check`'s message."""
+comes from, and each cell as written, for :func:`check`'s message; ``bad_row``: what is wrong
+with the row itself (``json``: a line that is no JSON object; ``name``: a name that is no text;
+``ts``: a ``ts`` of a type that is no time)."""
+JSON = "kq_json"
+"""The one column a JSON lines file is read as: each line a VARIANT, its types kept (Spark's
+inference would turn ``5`` and ``"5"`` into one string, and explode a line that is a list)."""
 
 
 def samples_frame(spark: Any, usage: Usage | Sequence[Any]) -> Any:
@@ -83,13 +93,20 @@ def _timestamp(frame: Any, *, nanos: bool = False) -> tuple[Any, Any]:
     if isinstance(kind, T.NumericType):
         return _in_range(column.cast("double")), column.cast("string")
     text = column.cast("string")
+    return _text_seconds(text), text
+
+
+def _text_seconds(text: Any) -> Any:
+    """A ``ts`` written as text in one of :mod:`kqplan.fleet.usage`'s two forms, as seconds since
+    the epoch; null when it is neither (or out of range)."""
+    from pyspark.sql import functions as F
+
     # an ISO time without a zone is UTC: spelled out, so the session's time zone plays no part
     zoned = (F.when(F.length(text) == 10, F.concat(text, F.lit("T00:00:00Z")))
              .when(~text.rlike("(Z|[+-][0-9]{2}:[0-9]{2})$"), F.concat(text, F.lit("Z")))
              .otherwise(text))
-    seconds = (F.when(text.rlike(NUMBER), _in_range(text.try_cast("double")))
-               .when(text.rlike(TIME), F.unix_micros(F.try_to_timestamp(zoned)) / F.lit(1e6)))
-    return seconds, text
+    return (F.when(text.rlike(NUMBER), _in_range(text.try_cast("double")))
+            .when(text.rlike(TIME), F.unix_micros(F.try_to_timestamp(zoned)) / F.lit(1e6)))
 
 
 def _in_range(seconds: Any) -> Any:
@@ -100,14 +117,8 @@ def _in_range(seconds: Any) -> Any:
 
 
 def _csv_header(path: Path) -> tuple[str, ...]:
-    """A CSV file's column names (its first line)."""
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            return tuple(next(csv.reader(fh), []))
-    except UnicodeDecodeError as exc:
-        raise not_utf8(path, exc) from None
-    except OSError as exc:
-        raise KqplanError(f"cannot read {path}: {exc.strerror}") from None
+    """A CSV file's column names (its first line), refused as the local reader refuses them."""
+    return csv_header(path)
 
 
 def _parquet_types(path: Path) -> tuple[str, ...]:
@@ -155,6 +166,10 @@ def read_error(spark: Any, exc: Exception) -> Exception:
         return KqplanError(f"--usage-table: no table {found[1]} in Spark's catalog",
                            hint="name a table the Spark session sees (catalog.schema.table)")
     if (found := re.search(r"\[FAILED_READ_FILE[^\]]*\][^\n]*?file (\S+?)\.?\s", text)) is not None:
+        try:  # a local file: the local reader's words
+            _judge(found[1])
+        except KqplanError as judged:
+            return judged
         header = "CSV header does not conform" in text
         return KqplanError(f"Spark cannot read {found[1]}" + (
             ": its CSV header differs from the other CSV files read with it" if header else ""),
@@ -175,8 +190,8 @@ def _read(spark: Any, fmt: str, files: str | Sequence[str], *, listed: bool = Fa
         reader = reader.option("recursiveFileLookup", True).option("pathGlobFilter", dict(_FORMATS)[fmt])
     if fmt == "csv":  # every column a string; a file whose header differs is refused, not misread
         reader = reader.option("header", True).option("enforceSchema", False)
-    elif fmt == "json":
-        reader = reader.option("primitivesAsString", True)
+    elif fmt == "json":  # each line a VARIANT: its JSON types kept, a line that is no object seen
+        reader = reader.option("singleVariantColumn", JSON)
     paths = [files] if isinstance(files, str) else list(files)
     return reader.parquet(*paths) if fmt == "parquet" else getattr(reader, fmt)(paths)
 
@@ -191,8 +206,10 @@ def _uri_frames(spark: Any, uri: str) -> list[tuple[Any, bool]]:
     frames = []
     for fmt, _ in _FORMATS:
         try:
-            frames.append(_parquet_frame(spark, uri, listed=True) if fmt == "parquet"
-                          else (_read(spark, fmt, uri, listed=True), False))
+            frame, nanos = (_parquet_frame(spark, uri, listed=True) if fmt == "parquet"
+                            else (_read(spark, fmt, uri, listed=True), False))
+            if fmt != "json" or frame.inputFiles():  # JSON read as VARIANTs infers nothing: listed
+                frames.append((frame, nanos))
         except Exception as exc:
             if "UNABLE_TO_INFER_SCHEMA" not in str(exc):  # no file of that format there
                 raise
@@ -254,58 +271,188 @@ def _usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str])
     bad = F.lit(False)
     for k in USAGE_KEYS:
         bad = bad | F.col(f"bad_{k}")
-    problem = F.when(unnamed, F.lit("name")).when(no_time, F.lit("ts")).when(bad, F.lit("value"))
+    problem = (F.when(F.col("bad_row").isNotNull(), F.col("bad_row")).when(unnamed, F.lit("name"))
+               .when(no_time, F.lit("ts")).when(bad, F.lit("value")))
     return rows.withColumn("problem", problem)
 
 
 def _checked_columns(frame: Any, nanos: bool, origin: Any) -> Any:
-    """One source's rows as a usage frame with the check columns but ``problem``: names as text,
-    ``ts`` in seconds, each key's value under the local reader's rule
-    (:func:`kqplan.fleet.usage.number`) — a number column only finite (it is read as it is), a text
-    column also spelled as :data:`~kqplan.fleet.usage.NUMBER` says (a boolean is no number)."""
+    """One source's rows as a usage frame with the check columns but ``problem``, under the local
+    reader's rules (:func:`kqplan.fleet.usage.checked`): names as text (a column of another type
+    is no name, but for an integer client_id), ``ts`` in seconds, each key's value a finite number
+    at least 0 — a number column as it is read, a text column spelled as
+    :data:`~kqplan.fleet.usage.NUMBER` says, any other type (boolean, binary, a struct) none."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    if JSON in frame.columns and isinstance(frame.schema[JSON].dataType, T.VariantType):
+        return _json_columns(frame, origin)
     present = set(frame.columns)
+
+    def kind(name: str) -> Any:
+        return frame.schema[name].dataType if name in present else T.NullType()
 
     def text(name: str) -> Any:
         return F.col(f"`{name}`").cast("string") if name in present else F.lit(None).cast("string")
 
-    finite = F.lit(float("inf"))
+    def typed(name: str, *types: type) -> Any:  # true where a cell of another type is there
+        if isinstance(kind(name), (T.NullType, *types)):
+            return F.lit(False)
+        return F.col(f"`{name}`").isNotNull()
+
     keys = []
     for k in USAGE_KEYS:
-        if k in present and isinstance(frame.schema[k].dataType, T.NumericType):
-            number = F.col(f"`{k}`").cast("double")
-            bad = F.col(f"`{k}`").isNotNull() & ~(F.abs(number) < finite)  # NaN is above infinity
-            value = F.when(~bad, number)
-        else:  # try_cast, as Spark 4 is ANSI (a cast would throw)
-            cell = text(k)
-            has = cell.isNotNull() & (cell != "")
-            bad = has & (~cell.rlike(NUMBER) | ~(F.abs(cell.try_cast("double")) < finite))
-            value = F.when(has & ~bad, cell.try_cast("double"))
-        keys += [value.alias(k), text(k).alias(f"raw_{k}"), F.coalesce(bad, F.lit(False)).alias(f"bad_{k}")]
+        numeric = isinstance(kind(k), T.NumericType)
+        value, bad = _rate(f"CAST(`{k}` AS {'DOUBLE' if numeric else 'STRING'})" if k in present
+                           else "CAST(NULL AS STRING)", numeric=numeric)
+        bad = bad | typed(k, T.NumericType, T.StringType)
+        keys += [F.when(~bad, value).alias(k), text(k).alias(f"raw_{k}"),
+                 F.coalesce(bad, F.lit(False)).alias(f"bad_{k}")]
     seconds, ts_text = _timestamp(frame, nanos=nanos)
+    bad_name = (typed("cluster", T.StringType) | typed("user", T.StringType)
+                | typed("client_id", T.StringType, T.IntegralType)
+                | _replaced(*(f"CAST(`{n}` AS STRING)" for n in ("cluster", "user", "client_id")
+                              if n in present)))
+    bad_ts = typed("ts", T.NumericType, T.StringType, T.TimestampType, T.TimestampNTZType, T.DateType)
     return frame.select(text("cluster").alias("cluster"), text("user").alias("user"),
                         F.coalesce(text("client_id"), F.lit("")).alias("client_id"), seconds.alias("ts"),
-                        *keys, ts_text.alias("ts_text"), origin.alias("file"))
+                        *keys, ts_text.alias("ts_text"), origin.alias("file"),
+                        F.when(bad_name, F.lit("name")).when(bad_ts, F.lit("ts")).alias("bad_row"))
+
+
+def _sql_text(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _rate(cell: str, *, numeric: bool) -> tuple[Any, Any]:
+    """A rate cell (SQL: a double when ``numeric``, else text) as (its value, whether it breaks
+    the rule): finite and at least 0, text spelled as :data:`~kqplan.fleet.usage.NUMBER` says; an
+    empty text cell is no sample. SQL text: Spark Connect bounds how deep an expression nests, and
+    a SQL string is one node however it reads."""
+    from pyspark.sql import functions as F
+
+    if numeric:  # NaN is above infinity; -0.0 is not below 0
+        bad = f"coalesce(NOT (abs({cell}) < double('inf') AND {cell} >= 0), false)"
+        return F.expr(f"CASE WHEN {bad} THEN NULL ELSE {cell} END"), F.expr(bad)
+    value = f"try_cast({cell} AS DOUBLE)"  # try_cast, as Spark 4 is ANSI (a cast would throw)
+    ok = f"({cell} RLIKE {_sql_text(NUMBER)} AND abs({value}) < double('inf') AND {value} >= 0)"
+    bad = f"coalesce({cell} <> '' AND NOT {ok}, false)"
+    return F.expr(f"CASE WHEN {cell} <> '' AND {ok} THEN {value} END"), F.expr(bad)
+
+
+def _replaced(*names: str) -> Any:
+    """True where a name (SQL) holds U+FFFD (what Spark leaves of a byte that is not UTF-8)."""
+    from pyspark.sql import functions as F
+
+    found = " OR ".join(f"coalesce(instr({n}, {_sql_text(REPLACEMENT)}) > 0, false)" for n in names)
+    return F.expr(found) if found else F.lit(False)
+
+
+def _json_kind(name: str) -> str:
+    """SQL: the JSON type of a line's field ``name`` as ``text``, ``integer``, ``number``, ``none``
+    (absent or null) or ``other`` (a boolean, an object, a list)."""
+    field = f"variant_get({JSON}, '$.{name}', 'variant')"
+    kind = f"schema_of_variant({field})"
+    return (f"CASE WHEN {field} IS NULL OR {kind} = 'VOID' THEN 'none' WHEN {kind} = 'STRING' THEN 'text' "
+            f"WHEN {kind} RLIKE '^((BIG|SMALL|TINY)?INT|DECIMAL[(][0-9]+,0[)])$' THEN 'integer' "
+            f"WHEN {kind} RLIKE '^(DECIMAL|DOUBLE|FLOAT)' THEN 'number' ELSE 'other' END")
+
+
+def _json_columns(frame: Any, origin: Any) -> Any:
+    """A JSON lines file read as VARIANTs (:data:`JSON`) as :func:`_checked_columns` gives other
+    files: each column judged by its JSON type as the local reader judges it, a line that is no
+    object (a list, a number, a string, or not JSON) refused as a whole. Two selects, each field's
+    type named in the first: expressions stay shallow (Spark Connect bounds their depth)."""
+    from pyspark.sql import functions as F
+
+    names = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    typed = frame.select(
+        F.col(JSON), origin.alias("file"), *(F.expr(_json_kind(n)).alias(f"kq_t_{n}") for n in names),
+        F.expr(f"coalesce(schema_of_variant({JSON}) LIKE 'OBJECT%', false)").alias("kq_object"))
+
+    def sql(name: str, to: str = "string") -> str:
+        return f"try_variant_get({JSON}, '$.{name}', '{to}')"
+
+    def cell(name: str, to: str = "string") -> Any:
+        return F.expr(sql(name, to))
+
+    def of(name: str, *kinds: str) -> Any:
+        return F.col(f"kq_t_{name}").isin(*kinds)
+
+    keys = []
+    for k in USAGE_KEYS:
+        numeric, textual = of(k, "integer", "number"), of(k, "text")
+        number_value, number_bad = _rate(sql(k, "double"), numeric=True)
+        text_value, text_bad = _rate(sql(k), numeric=False)
+        bad = (numeric & number_bad) | (textual & text_bad) | of(k, "other")
+        value = F.when(numeric, number_value).when(textual, text_value)
+        keys += [F.when(~bad, value).alias(k),
+                 F.expr(f"to_json(variant_get({JSON}, '$.{k}', 'variant'))").alias(f"raw_{k}"),
+                 bad.alias(f"bad_{k}")]
+    ts_seconds = F.when(of("ts", "integer", "number"), _in_range(cell("ts", "double"))).when(
+        of("ts", "text"), _text_seconds(cell("ts")))
+    bad_name = (of("cluster", "integer", "number", "other") | of("user", "integer", "number", "other")
+                | of("client_id", "number", "other")
+                | _replaced(sql("cluster"), sql("user"), sql("client_id")))
+    return typed.select(
+        F.when(of("cluster", "text"), cell("cluster")).alias("cluster"),
+        F.when(of("user", "text"), cell("user")).alias("user"),
+        F.coalesce(cell("client_id"), F.lit("")).alias("client_id"), ts_seconds.alias("ts"), *keys,
+        F.when(of("ts", "text"), cell("ts")).when(~of("ts", "none"),
+                                                  F.expr(f"to_json(variant_get({JSON}, '$.ts', 'variant'))"))
+        .alias("ts_text"), "file",
+        F.when(~F.col("kq_object"), F.lit("json")).when(bad_name, F.lit("name"))
+        .when(of("ts", "other"), F.lit("ts")).alias("bad_row"))
 
 
 def check(frame: Any) -> None:
     """The first row of an unchecked usage frame that breaks a rule, as an error naming its file
-    (one pass over the data; none when every row keeps the rules)."""
+    (one pass over the data; none when every row keeps the rules). Where the file is a local one,
+    the local reader judges it, for its words to the letter: the row (or line) and the column."""
     from pyspark.sql import functions as F
 
+    broken = frame.where(F.col("problem").isNotNull())
     try:
-        found = frame.where(F.col("problem").isNotNull()).limit(1).collect()
+        files = sorted({r[0] for r in broken.select("file").distinct().limit(10_000).collect()},
+                       key=lambda f: (_local(f) is None, _local(f) or Path(), f))
     except Exception as exc:
         raise read_error(frame.sparkSession, exc) from None
-    if not found:
+    if not files:
         return
-    row = found[0]
+    for name in files:
+        _judge(name)
+    try:
+        row = broken.where(F.col("file") == files[0]).limit(1).collect()[0]
+    except Exception as exc:
+        raise read_error(frame.sparkSession, exc) from None
     where = row["file"].removeprefix("file://")
+    if row["problem"] == "json":
+        raise refusal(where, "a line", "not a JSON object (or not JSON)", hint="one JSON object per line; "
+                      + COLUMNS_HINT)
     if row["problem"] == "name":
-        raise KqplanError(f"{where}: a row has no cluster or user (both are required)", hint=COLUMNS_HINT)
+        raise refusal(where, "a row", "cluster and user are required, as text (client_id: text or an "
+                      "integer)", hint=NAME_HINT)
     if row["problem"] == "ts":
-        raise KqplanError(f"{where}: ts is not a time: {row['ts_text']!r}", hint=TS_HINT)
+        raise refusal(where, "a row", f"ts is not a time: {row['ts_text']!r}", hint=TS_HINT)
     key = next(k for k in USAGE_KEYS if row[f"bad_{k}"])
-    raise KqplanError(f"{where}: {key} is not a number: {row[f'raw_{key}']!r}")
+    raw = row[f"raw_{key}"]
+    raise refusal(where, "a row", f"{key} {'is negative' if negative(raw) else 'is not a number'}: {raw!r}",
+                  hint=RATE_HINT)
+
+
+def _local(name: str) -> Path | None:
+    """The local path of a file Spark names by a ``file:`` URI (None: another filesystem, a table)."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(name)
+    local = parsed.scheme == "file" and parsed.netloc in ("", "localhost")
+    return Path(unquote(parsed.path)) if local else None
+
+
+def _judge(name: str) -> None:
+    """Raise the local reader's refusal of the file Spark names ``name``, when it is a local file
+    this process reads too (a Spark Connect server's files may be elsewhere)."""
+    path = _local(name)
+    if path is not None and path.is_file():
+        read_usage([path])

@@ -4,19 +4,23 @@ A usage row is ``cluster, user, client_id``, an optional ``ts`` and any of the f
 (observed rates). ``client_id`` empty or missing is a client that sends none. ``ts`` is when the
 sample was taken: seconds since the epoch, or an ISO 8601 time (``2026-11-22T10:00:00Z``; UTC
 when no offset is given), or a Parquet timestamp. A row with no rate at all still names an
-observed principal. The Spark engine reads the same files with its own readers
-(:func:`kqplan.fleet.spark.usage_frame`) under these rules, which :data:`NUMBER` and :data:`TIME`
-spell for both.
+observed principal. A rate is a finite number at least 0; anything else (NaN, infinity, a
+negative rate, a boolean, bytes, an object) is refused naming the file, the row (``row N``; a
+JSON lines file: ``line N``) and the column (:func:`checked`). The Spark engine reads the same
+files with its own readers (:func:`kqplan.fleet.spark_usage.usage_frame`) under these rules,
+which :data:`NUMBER` and :data:`TIME` spell for both.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import datetime as dt
+import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -96,6 +100,14 @@ _USAGE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 COLUMNS_HINT = f"columns: cluster, user, client_id, ts and any of {', '.join(USAGE_KEYS)}"
 TS_HINT = ("write ts as seconds since the epoch (not milliseconds) or an ISO 8601 time, e.g. "
            "2026-11-22T10:00:00Z")
+RATE_HINT = ("a rate is a finite number >= 0 (bytes per second, percent, mutations per second); "
+             "leave the cell empty where there is no sample")
+NAME_HINT = "cluster and user are text, client_id text or an integer (empty: a client that sends none)"
+REPLACEMENT = "\ufffd"
+"""U+FFFD in a name: the mark a decoder leaves for bytes that were not UTF-8 (Spark reads such a
+file so, where this reader refuses it): every engine refuses it."""
+SKIPPED = (".", "_")
+"""Names in a usage directory that start so are not read (``_SUCCESS``, ``.crc`` files)."""
 
 
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -128,46 +140,173 @@ def local_paths(usage: Sequence[str | Path], tables: Sequence[str] = ()) -> list
     return paths
 
 
+def refusal(path: Path | str, where: str, problem: str, hint: str | None = None) -> KqplanError:
+    """A usage file's refusal, located: ``FILE: WHERE: PROBLEM``; ``where`` is ``row N`` (of a
+    CSV file's rows after its header, or of a Parquet file's), ``line N`` (of a JSON lines file),
+    or empty for the file as a whole."""
+    from kqplan.core.entity import visible
+
+    shown = visible(str(path))
+    return KqplanError(f"{shown}: {where}: {problem}" if where else f"{shown}: {problem}", hint=hint)
+
+
 def usage_files(paths: Sequence[Path]) -> Iterator[Path]:
+    """The usage files under ``paths``, in the order every engine reads them: a file as given, a
+    directory's files (recursively, sorted, names starting with ``.`` or ``_`` left out) whose
+    names end in ``.csv``, ``.jsonl``, ``.json`` or ``.parquet``. Each is a regular file
+    (:func:`kqplan.files.checked_input`: a FIFO, a device such as ``/dev/zero``, a socket is a
+    KqplanError naming it, and never read); a directory named like a usage file (``x.csv/``, as
+    Spark writes its output) is read as a directory, and is an error when it holds none."""
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.suffix in _USAGE_SUFFIXES
-                              and not p.name.startswith((".", "_")))
-        elif path.is_file():
-            yield path
+            found = _listed(path)
+            if not found and path.suffix in _USAGE_SUFFIXES:
+                raise _empty_directory(path)
+            yield from found
+        elif path.exists() or path.is_symlink():
+            yield _regular(path)
         else:
             raise KqplanError(f"--usage {path}: no such file or directory")
 
 
-def _records(path: Path) -> Iterator[Mapping[str, object]]:
+def _listed(directory: Path) -> list[Path]:
+    """The usage files of ``directory``, sorted, each checked; an error for a directory among them
+    named like a usage file that holds none."""
+    entries = sorted(p for p in directory.rglob("*") if p.suffix in _USAGE_SUFFIXES
+                     and not p.name.startswith(SKIPPED))
+    files = [e for e in entries if not e.is_dir()]
+    holders = {parent for f in files for parent in f.parents}
+    for entry in entries:
+        if entry.is_dir() and (entry.is_symlink() or entry not in holders):
+            raise _empty_directory(entry)
+    return [_regular(f) for f in files]
+
+
+def _empty_directory(path: Path) -> KqplanError:
+    return refusal(path, "", "a directory named like a usage file, holding no usage file "
+                   "(.csv, .jsonl, .json, .parquet)", hint="give usage files, or directories of them")
+
+
+def _regular(path: Path) -> Path:
+    """``path``, once it is known to be a regular file kqplan may read (never a FIFO or device)."""
+    from kqplan.files import checked_input
+
+    checked_input(path, what="usage file")
+    return path
+
+
+def _records(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
+    """The records of a usage file, each with where it is (``row N``, ``line N``)."""
     if path.suffix == ".parquet":
-        yield from read_parquet(path).to_pylist()
+        yield from _parquet_records(path)
     elif path.suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
-            yield from _utf8(path, csv.DictReader(fh))
+        reader = csv.DictReader(_lines(path))
+        i = 0
+        try:
+            header_problem(path, reader.fieldnames)
+            for i, record in enumerate(reader, start=1):
+                yield f"row {i}", record
+        except csv.Error as exc:
+            raise refusal(path, f"row {i + 1}" if i or reader.fieldnames else "line 1",
+                          f"not CSV: {exc}", hint=COLUMNS_HINT) from None
     else:
-        with path.open(encoding="utf-8") as fh:
-            for line_number, line in enumerate(_utf8(path, fh), start=1):
-                if line.strip():
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise KqplanError(f"{path}:{line_number}: not JSON: {exc.msg}") from None
-                    if not isinstance(record, dict):
-                        raise KqplanError(f"{path}:{line_number}: not a JSON object", hint=COLUMNS_HINT)
-                    yield record
+        for line_number, line in enumerate(_lines(path), start=1):
+            if line.strip():
+                yield f"line {line_number}", json_record(path, line_number, line)
 
 
-def _utf8(path: Path, rows: Iterable[_T]) -> Iterator[_T]:
-    """``rows`` of a text file, a KqplanError naming the file where it is not UTF-8."""
+LINE_LIMIT = 16 * 1024 * 1024
+"""The longest line a usage text file may have (a file without newlines is not read whole)."""
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """The lines of a text file, endings kept (as ``csv`` wants them), decoded one at a time: a
+    byte that is not UTF-8 is refused naming its line (a BOM at the start is no part of it)."""
+    with path.open("rb") as fh:
+        for number in itertools.count(1):
+            raw = fh.readline(LINE_LIMIT + 1)
+            if not raw:
+                return
+            if len(raw) > LINE_LIMIT:
+                raise refusal(path, f"line {number}", f"longer than {LINE_LIMIT // 1024 // 1024} MiB",
+                              hint="usage files are CSV or JSON lines: one row per line")
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise refusal(path, f"line {number}", f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                              f"{exc.start + 1})", hint="save the usage file as UTF-8") from None
+
+
+class _Twice(ValueError):
+    pass
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object, refused when it names a key twice (which value counts would be a guess;
+    Spark refuses such a line too)."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        raise _Twice(next(k for i, (k, _) in enumerate(pairs) if any(k == o for o, _ in pairs[:i])))
+    return record
+
+
+def csv_header(path: Path) -> tuple[str, ...]:
+    """A CSV usage file's column names (its first line), once :func:`header_problem` passes them."""
     try:
-        yield from rows
-    except UnicodeDecodeError as exc:
-        raise not_utf8(path, exc) from None
+        names = next(csv.reader(itertools.islice(_lines(path), 1)), None)
+    except csv.Error as exc:
+        raise refusal(path, "line 1", f"not CSV: {exc}", hint=COLUMNS_HINT) from None
+    header_problem(path, names)
+    return tuple(names or ())
 
 
-def not_utf8(path: Path, exc: UnicodeDecodeError) -> KqplanError:
-    return KqplanError(f"{path}: not UTF-8 (byte {exc.start})", hint="save the usage file as UTF-8")
+def json_record(path: Path, line_number: int, line: str) -> Mapping[str, object]:
+    """Line ``line_number`` of a JSON lines file as its object; a refusal when it is none."""
+    try:
+        record = json.loads(line, object_pairs_hook=_unique)
+    except _Twice as exc:
+        raise refusal(path, f"line {line_number}", f"names {exc.args[0]} twice",
+                      hint="one JSON object per line, each name once") from None
+    except json.JSONDecodeError as exc:
+        raise refusal(path, f"line {line_number}", f"not JSON: {exc.msg}",
+                      hint="one JSON object per line; " + COLUMNS_HINT) from None
+    except RecursionError:
+        raise refusal(path, f"line {line_number}", "not JSON: nested too deeply") from None
+    if not isinstance(record, dict):
+        kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(record), "a number")
+        raise refusal(path, f"line {line_number}", f"not a JSON object ({kind})",
+                      hint="one JSON object per line; " + COLUMNS_HINT)
+    return record
+
+
+def header_problem(path: Path | str, names: Sequence[str] | None) -> None:
+    """Refuse a CSV header (the first line) that does not name cluster and user, or names a
+    usage column twice: a CSV file without a header would be read as no rows at all."""
+    from kqplan.core.entity import visible
+
+    columns = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    hint = "the first line of a usage CSV file names its columns; " + COLUMNS_HINT
+    if names is None:
+        raise refusal(path, "line 1", "no header (the file is empty)", hint=hint)
+    if not names or list(names) == [""]:
+        raise refusal(path, "line 1", "no header (the first line is empty)", hint=hint)
+    for column in ("cluster", "user"):
+        if column not in names:
+            shown = visible(",".join(names))
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise refusal(path, "line 1", f"the header has no {column} column: {shown}", hint=hint)
+    for column in columns:
+        if list(names).count(column) > 1:
+            raise refusal(path, "line 1", f"the header names {column} twice", hint=hint)
+
+
+def _not_parquet(path: Path, exc: Exception) -> KqplanError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return refusal(path, "", f"not a Parquet file ({first})",
+                   hint="usage files are CSV (.csv), JSON lines (.jsonl, .json) or Parquet (.parquet)")
 
 
 def read_parquet(path: Path, *, schema_only: bool = False) -> Any:
@@ -176,11 +315,39 @@ def read_parquet(path: Path, *, schema_only: bool = False) -> Any:
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_schema(path) if schema_only else pq.read_table(path)
+        if schema_only:
+            with pq.ParquetFile(path) as parquet:
+                return parquet.schema_arrow
+        return pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise KqplanError(f"{path}: not a Parquet file ({str(exc).splitlines()[0]})",
-                          hint="usage files are CSV (.csv), JSON lines (.jsonl, .json) or Parquet (.parquet)"
-                          ) from None
+        raise _not_parquet(path, exc) from None
+
+
+def _parquet_records(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
+    """A Parquet file's rows, a batch at a time (a large file is never all in memory)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    i = 0
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise _not_parquet(path, exc) from None
+    with parquet:
+        wanted = [c for c in columns if c in parquet.schema_arrow.names]
+        batches = parquet.iter_batches(batch_size=8192, columns=wanted)
+        while True:
+            try:
+                batch = next(batches, None)
+                records = batch.to_pylist() if batch is not None else []
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise _not_parquet(path, exc) from None
+            if batch is None:
+                return
+            for record in records:
+                i += 1
+                yield f"row {i}", record
 
 
 def number(raw: object) -> float:
@@ -221,30 +388,72 @@ def timestamp(raw: object) -> float | None:
     raise ValueError(raw)
 
 
+def rate(raw: object) -> float:
+    """A rate cell as a :func:`number` that is at least 0; ValueError otherwise."""
+    value = number(raw)
+    if value < 0:
+        raise ValueError(raw)
+    return value
+
+
+Row = tuple[str, str, str, "float | None", list[tuple[str, float]]]
+"""A usage row, checked: cluster, user, client_id, ts, and its samples (key, value)."""
+
+
+def checked(path: Path | str, where: str, record: Mapping[str, object]) -> Row:
+    """Record ``where`` of ``path`` under the rules every engine applies, or its refusal naming the
+    file, the row (or line) and the column: cluster and user non-empty text, client_id text or an
+    integer (missing or empty: a client that sends none), ``ts`` a time, each rate a finite number
+    at least 0 (an empty cell or null: no sample), no name holding U+FFFD."""
+    names = []
+    for column in ("cluster", "user"):
+        raw = record.get(column)
+        if raw is None or raw == "":
+            raise refusal(path, where, f"cluster and user are required: {column} is "
+                          f"{'empty' if raw == '' else 'missing'}", hint=COLUMNS_HINT)
+        if not isinstance(raw, str):
+            raise refusal(path, where, f"{column} is not text: {raw!r}", hint=NAME_HINT)
+        names.append(raw)
+    client = record.get("client_id")
+    if isinstance(client, bool) or not isinstance(client, str | int | None):
+        raise refusal(path, where, f"client_id is not text: {client!r}", hint=NAME_HINT)
+    client_id = "" if client is None else str(client)
+    for column, name in (("cluster", names[0]), ("user", names[1]), ("client_id", client_id)):
+        if REPLACEMENT in name:
+            raise refusal(path, where, f"{column} holds U+FFFD, the mark of bytes that were not UTF-8: "
+                          f"{name!r}", hint="save the usage file as UTF-8")
+    try:
+        ts = timestamp(record.get("ts"))
+    except ValueError:
+        raise refusal(path, where, f"ts is not a time: {record.get('ts')!r}", hint=TS_HINT) from None
+    samples = []
+    for key in USAGE_KEYS:
+        raw = record.get(key)
+        if raw is None or raw == "":
+            continue
+        try:
+            samples.append((key, rate(raw)))
+        except ValueError:
+            problem = "is negative" if negative(raw) else "is not a number"
+            raise refusal(path, where, f"{key} {problem}: {raw!r}", hint=RATE_HINT) from None
+    return names[0], names[1], client_id, ts, samples
+
+
+def negative(raw: object) -> bool:
+    """Whether ``raw`` is a number below 0 (a rate refused for that)."""
+    try:
+        return number(raw) < 0
+    except ValueError:
+        return False
+
+
 def read_usage(paths: Sequence[Path]) -> Usage:
     """Samples and observed principals from CSV, JSON lines or Parquet files (or directories)."""
     samples: list[Sample] = []
     principals: set[tuple[str, str, str]] = set()
     for path in usage_files(paths):
-        for i, record in enumerate(_records(path), start=1):
-            cluster, user = record.get("cluster"), record.get("user")
-            if not isinstance(cluster, str) or not cluster or not isinstance(user, str) or not user:
-                raise KqplanError(f"{path}: row {i}: cluster and user are required", hint=COLUMNS_HINT)
-            client = record.get("client_id")
-            client_id = "" if client is None else str(client)  # empty = a client that sends none
+        for where, record in _records(path):
+            cluster, user, client_id, ts, values = checked(path, where, record)
             principals.add((cluster, user, client_id))
-            try:
-                ts = timestamp(record.get("ts"))
-            except ValueError:
-                raise KqplanError(f"{path}: row {i}: ts is not a time: {record.get('ts')!r}",
-                                  hint=TS_HINT) from None
-            for key in USAGE_KEYS:
-                raw = record.get(key)
-                if raw is None or raw == "":
-                    continue
-                try:
-                    value = number(raw)
-                except ValueError:
-                    raise KqplanError(f"{path}: row {i}: {key} is not a number: {raw!r}") from None
-                samples.append(Sample(cluster, user, client_id, key, value, ts))
+            samples.extend(Sample(cluster, user, client_id, key, value, ts) for key, value in values)
     return Usage(samples, frozenset(principals))

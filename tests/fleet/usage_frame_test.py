@@ -94,8 +94,8 @@ def test_a_ts_that_is_no_time_is_refused_by_both(spark: Any, tmp_path: Path, ts:
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ("prod,,app,100\n", "no cluster or user"),
-    (",alice,app,100\n", "no cluster or user"),
+    ("prod,,app,100\n", "row 2: cluster and user are required: user is empty"),
+    (",alice,app,100\n", "row 2: cluster and user are required: cluster is empty"),
     ("prod,alice,app,lots\n", "producer_byte_rate is not a number: 'lots'"),
 ])
 def test_bad_rows_are_refused_naming_the_file(spark: Any, tmp_path: Path, line: str, message: str) -> None:
@@ -177,7 +177,7 @@ def test_json_numbers_beyond_a_double_and_lines_that_are_no_object(spark: Any, t
         read_usage([huge])
     listed = tmp_path / "list.jsonl"
     listed.write_text("[1, 2]\n")
-    with pytest.raises(KqplanError, match=r"list\.jsonl:1: not a JSON object"):
+    with pytest.raises(KqplanError, match=r"list\.jsonl: line 1: not a JSON object"):
         read_usage([listed])
 
 
