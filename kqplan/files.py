@@ -63,9 +63,14 @@ def _open_regular(path: Path, what: str, limit: int, hint: str) -> tuple[int, in
     return fd, st.st_size
 
 
+def _amount(size: int) -> str:
+    return f"{size / MIB:.1f} MiB" if size >= MIB else f"{size} byte{'' if size == 1 else 's'}"
+
+
 def _too_big(path: Path, what: str, size: int, limit: int, hint: str) -> KqplanError:
-    shown = f"{size / MIB:.1f} MiB" if size >= 0 else "more"
-    return _refused(path, what, f"it is {shown}, over the {limit / MIB:g} MiB limit", hint=hint)
+    shown = f"it is {_amount(size)}" if size >= 0 else "it is longer"
+    limit_shown = f"{limit // MIB} MiB" if limit % MIB == 0 else _amount(limit)
+    return _refused(path, what, f"{shown}, over the {limit_shown} limit", hint=hint)
 
 
 def checked_input(path: Path, *, what: str = "file", limit: int | None = None,
@@ -83,18 +88,28 @@ def read_bounded(path: Path, *, what: str = "file", limit: int = DEFAULT_INPUT_L
     read, or a /proc file that says it is empty, is bounded too); a KqplanError naming the file,
     what it is for and the limit otherwise, with ``too_big_hint`` when it is too large."""
     fd, size = _open_regular(path, what, limit, too_big_hint)
+    chunks: list[bytes] = []
+    total = 0
     try:
         with os.fdopen(fd, "rb", closefd=True) as fh:
-            # the size fstat gave, then whatever more there is up to the bound (no bound-sized
-            # buffer for every small file)
-            data = fh.read(min(size, limit) + 1)
-            if len(data) > size and len(data) <= limit:
-                data += fh.read(limit + 1 - len(data))
+            # the size fstat gave first, then chunks up to the bound: a file longer than it says
+            # (a /proc file says 0) is bounded without a buffer the size of the bound
+            want = min(size, limit) + 1
+            while want > 0:
+                chunk = fh.read(want)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                want = min(_CHUNK, limit + 1 - total)
     except OSError as exc:
         raise _refused(path, what, exc.strerror or str(exc)) from None
-    if len(data) > limit:
+    if total > limit:
         raise _too_big(path, what, -1, limit, too_big_hint)
-    return data
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+_CHUNK = 4 * MIB
 
 
 def read_bounded_text(path: Path, *, what: str = "file", limit: int = DEFAULT_INPUT_LIMIT) -> str:
@@ -145,9 +160,59 @@ def _umask() -> int:
     return mask
 
 
+def _std_fd(path: Path) -> int | None:
+    """1 or 2 when ``path`` is this process's stdout or stderr (``/dev/stdout`` redirected to a
+    file is that file: replacing it by a rename would lose what was printed to it)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    for fd in (1, 2):
+        try:
+            std = os.fstat(fd)
+        except OSError:
+            continue
+        if (std.st_dev, std.st_ino) == (st.st_dev, st.st_ino):
+            return fd
+    return None
+
+
+def _is_stream(path: Path) -> bool:
+    """A FIFO, a terminal or a device (``/dev/stdout``, ``/dev/null``), or stdout or stderr
+    whatever they are: written in place, as a stream, since it cannot be replaced by a rename."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode) or _std_fd(path) is not None
+
+
 def _target(path: Path) -> Path:
     """Where writing ``path`` lands: a symlink's target (the link stays a link), else ``path``."""
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
+    return Path(os.path.realpath(path)) if path.is_symlink() and not _is_stream(path) else path
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written (checked before any request, so an apply never ends with its
+    report lost), or None. A stream (``/dev/stdout``, a pipe) is writable in place."""
+    if _is_stream(path):
+        if _std_fd(path) is None and stat.S_ISFIFO(os.stat(path).st_mode):
+            try:  # a FIFO nobody reads would fail only after the work is done
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                return f"it is a FIFO that cannot be written now ({exc.strerror or exc})"
+        return None
+    target = _target(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        return "it is a directory"
+    if not parent.is_dir():
+        return f"directory {_shown(parent)} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"directory {_shown(parent)} is not writable"
+    if len(target.name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        return f"the file name is over {NAME_MAX} bytes"
+    return None
 
 
 def _new_mode(path: Path) -> int:
@@ -157,13 +222,19 @@ def _new_mode(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
+def _temp_prefix(name: str) -> str:
+    """``.NAME.`` for a temporary sibling, the name cut (on a character boundary) to leave room
+    for mkstemp's suffix within :data:`NAME_MAX` bytes."""
+    raw = name.encode("utf-8", "surrogateescape")[: NAME_MAX - TEMP_NAME_ROOM]
+    return "." + raw.decode("utf-8", "ignore") + "."
+
+
 def _write_temp(path: Path, text: str | bytes) -> Path:
     """A fsynced temporary sibling of ``path`` holding ``text``, with the mode ``path`` has (or a
     new file gets)."""
     directory = path.parent if str(path.parent) else Path(".")
     mode = _new_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:NAME_MAX - TEMP_NAME_ROOM]}.", suffix=".tmp",
-                               dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
@@ -174,6 +245,28 @@ def _write_temp(path: Path, text: str | bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp)
+
+
+def _write_stream(path: Path, text: str | bytes) -> None:
+    """Write to a FIFO, terminal or device in place (a FIFO nobody reads is an error, not a hang);
+    to stdout or stderr through the process's own descriptor, after what was printed to it."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    std = _std_fd(path)
+    if std is not None:
+        import sys
+
+        (sys.stdout if std == 1 else sys.stderr).flush()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(std, view):]
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise KqplanError(f"cannot write {_shown(path)}: {exc.strerror or exc}") from None
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
 def _sync_directory(directory: Path) -> None:
@@ -195,15 +288,20 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
     """Write every file, then rename each into place: a failure while writing (a full disk, a
     name too long) leaves none of them changed. Renames are each atomic; a crash between two of
     them leaves some files new and the others old, never a torn file."""
-    targets = {path: _target(path) for path in files}
+    streams = {path for path in files if _is_stream(path)}
+    targets = {path: _target(path) for path in files if path not in streams}
     for target in targets.values():
         if target.is_dir():
             raise KqplanError(f"cannot write {_shown(target)}: a directory is in the way",
                               hint="move or remove that directory, or choose another output path")
+        parent = target.parent if str(target.parent) else Path(".")
+        if not parent.is_dir():
+            raise KqplanError(f"cannot write {_shown(target)}: directory {_shown(parent)} does not exist",
+                              hint="create it first, or choose another output path")
     written: list[tuple[Path, Path]] = []
     try:
-        for path, text in files.items():
-            written.append((_write_temp(targets[path], text), targets[path]))
+        for path, target in targets.items():
+            written.append((_write_temp(target, files[path]), target))
     except BaseException:
         for tmp, _ in written:
             tmp.unlink(missing_ok=True)
@@ -219,3 +317,5 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
         raise
     for directory in {target.parent if str(target.parent) else Path(".") for _, target in written}:
         _sync_directory(directory)
+    for path in streams:
+        _write_stream(path, files[path])

@@ -49,8 +49,9 @@ def export(
     use_config(config)
 
     def body() -> int:
-        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(
-            cluster_entry(cluster, project_config()))
+        project = project_config()
+        target = target_of(state, bootstrap_server, command_config, sandbox).within(
+            project.max_input_bytes).or_cluster(cluster_entry(cluster, project))
         return export_command(target, out=out, split_by=choice(SplitBy, split_by, "--split-by"),
                               fmt=choice(ExportFormat, fmt, "--format"), streams=console_streams(),
                               force=force, adopt=not no_ownership)
@@ -85,8 +86,8 @@ def describe(
         project = project_config()
         flt = filter_from_flags(names, defaults, any_types, strict=strict,
                                 custom=project.custom_entity_types)
-        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(
-            cluster_entry(cluster, project))
+        target = target_of(state, bootstrap_server, command_config, sandbox).within(
+            project.max_input_bytes).or_cluster(cluster_entry(cluster, project))
         return describe_command(target, flt, fmt=choice(DescribeFormat, fmt, "--format"),
                                 streams=console_streams())
 

@@ -30,6 +30,7 @@ from kqplan.pipeline.inputs import manifest_paths
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.planfile.codec import loads_plan
 from kqplan.render.apply import render_apply, report_to_json
+from kqplan.render.escape import terminal
 from kqplan.render.text import render_text
 
 CONFIRM_WORD = "yes"
@@ -48,7 +49,8 @@ def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
         raise KqplanError("refusing to apply without confirmation: not running on a terminal",
                           hint="review the plan and pass --auto-approve (or apply a saved plan "
                           "with --plan FILE --auto-approve)")
-    streams.print(f"Do you want to apply these changes to {plan.cluster.id or plan.cluster.address}?\n"
+    where = terminal(plan.cluster.id or plan.cluster.address)
+    streams.print(f"Do you want to apply these changes to {where}?\n"
                   f"  Only '{CONFIRM_WORD}' will be accepted to approve.\n")
     streams.print("  Enter a value: ", end="")
     streams.out.flush()

@@ -88,6 +88,15 @@ def write_files(out: Path, files: list[ExportFile], *, force: bool, split: bool,
     targets = {inside(out, *f.name.split("/")): f.text for f in files}
     changed = [path for path, text in targets.items() if _current(path) not in (None, text)]
     stale = sorted(p for p, origin in found.items() if split and origin == source and p not in targets)
+    if stale and cluster_id is None:
+        # without an id nothing tells this cluster's old files from another id-less cluster's:
+        # kept, whatever --force says
+        streams.warn(f"warning: {len(stale)} file(s) under {visible(str(out))} hold entities this export "
+                     "does not write, but the cluster has no id, so kqplan cannot tell whether an earlier "
+                     f"export of it wrote them: left in place "
+                     f"({', '.join(visible(str(p)) for p in stale[:3])}{' …' if len(stale) > 3 else ''}); "
+                     "remove them yourself if they are stale")
+        stale = []
     if (changed or stale) and not force:
         shown = ", ".join(visible(str(p)) for p in changed[:3]) + (" …" if len(changed) > 3 else "")
         problems = []
@@ -127,7 +136,7 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
             except OSError as exc:
                 raise KqplanError(f"export could not write {visible(str(out))}: {exc.strerror or exc}",
                                   hint="check that its directory exists and is writable") from None
-            streams.warn(f"Wrote a snapshot of {len(state)} entities to {out}.")
+            streams.warn(f"Wrote a snapshot of {len(state)} entities to {visible(str(out))}.")
         return ExitCode.OK
     files, skipped = export(state, ident.cluster_id, split_by=split_by, adopt=adopt)
     for s in skipped:
@@ -141,5 +150,5 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
     write_files(out, files, force=force, split=split_by is not SplitBy.NONE, streams=streams,
                 cluster_id=ident.cluster_id)
     streams.warn(f"Wrote {len(state) - len({s.entity for s in skipped})} entities to {len(files)} "
-                 f"file(s) under {out}.")
+                 f"file(s) under {visible(str(out))}.")
     return ExitCode.OK

@@ -66,7 +66,7 @@ def snapshot_command(config: ProjectConfig, names: Sequence[str], *, out: Path, 
     paths = clusters.output_paths(out, [e.name for e in entries], ".json")  # before any describe
     out.mkdir(parents=True, exist_ok=True)
     with streams.progress(log_every=LOG_EVERY) as progress:
-        results = clusters.each(entries, lambda entry: clusters.snapshot(entry, out),
+        results = clusters.each(entries, lambda entry: clusters.snapshot(entry, out, config),
                                 progress=progress, label="Describing")
     for r in results:
         streams.print(terminal(f"{r.cluster}: {r.value} entities -> {paths[r.cluster]}" if r.error is None
@@ -322,8 +322,8 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     """Proposed quotas from observed usage: ``out/<cluster>/rightsize.yaml`` (valid input for
     ``kqplan plan``), ``out/proposals.parquet``, ``out/proposals.md`` and a summary. Exit 1 when a
     cluster failed or a written manifest does not validate under the project's config."""
-    from kqplan.files import write_atomically
-    from kqplan.fleet.proposals import markdown_view, render_json, write_proposals
+    from kqplan.files import write_all
+    from kqplan.fleet.proposals import markdown_view, proposals_parquet, render_json
     from kqplan.fleet.proposals import render_text as render_summary
     from kqplan.fleet.rightsize import Rules, proposal_rows
     from kqplan.fleet.usage import read_usage
@@ -337,7 +337,8 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     folders = _rightsize_folders(out, entries)
     usage = _usage_for(engine, usage, tables)  # a missing path: an error before any describe
     with streams.progress(log_every=LOG_EVERY) as progress:
-        results = clusters.each(entries, _describe, progress=progress, label="Describing")
+        results = clusters.each(entries, lambda entry: _describe(entry, config.max_input_bytes),
+                                progress=progress, label="Describing")
         states = {r.cluster: r.value[0] for r in results if r.value is not None}
         if engine is Engine.SPARK:
             from kqplan.fleet.spark_rightsize import spark_proposal_rows
@@ -350,13 +351,16 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
             samples = read_usage([Path(u) for u in usage]).samples
             progress(f"Proposing from {len(samples)} samples")
             rows = proposal_rows(states, samples, rules, window=window)
-    out.mkdir(parents=True, exist_ok=True)
     table = inside(out, PROPOSALS_TABLE)
-    write_proposals(rows, table)
     guards = {e.name: e.id for e in entries}
-    outcomes, invalid = _write_manifests(results, rows, folders=folders, guards=guards, config=config,
-                                         rules=rules, labels=label_map, streams=streams)
-    write_atomically(inside(out, PROPOSALS_MD), render_markdown(markdown_view(outcomes, rules, limit=None)))
+    outcomes, texts = _manifests(results, rows, folders=folders, guards=guards, config=config,
+                                 rules=rules, labels=label_map, streams=streams)
+    files: dict[Path, str | bytes] = {table: proposals_parquet(rows), **texts}
+    files[inside(out, PROPOSALS_MD)] = render_markdown(markdown_view(outcomes, rules, limit=None))
+    for folder in {path.parent for path in files}:
+        folder.mkdir(parents=True, exist_ok=True)
+    write_all(files)  # the whole set, or (a write failing) none of it
+    invalid = _invalid(outcomes, config, streams)
     if fmt is FleetFormat.JSON:
         streams.print(render_json(outcomes, table), end="")
     elif fmt is FleetFormat.MARKDOWN:
@@ -379,31 +383,33 @@ def _rightsize_folders(out: Path, entries: Sequence[Any]) -> dict[str, Path]:
         if path.exists() and not path.is_dir():
             raise KqplanError(f"{terminal(str(path))} is a file, where a cluster's manifest folder goes",
                               hint="remove it, or give another --out directory")
+    from kqplan.fleet.proposals import MANIFEST_NAME
+
     for name in (PROPOSALS_TABLE, PROPOSALS_MD):
         if inside(out, name).is_dir():
             raise KqplanError(f"{terminal(str(out / name))} is a directory, where rightsize writes its "
                               f"{name}", hint="remove it, or give another --out directory")
+    for path in folders.values():
+        if inside(path, MANIFEST_NAME).is_dir():
+            raise KqplanError(f"{terminal(str(path / MANIFEST_NAME))} is a directory, where rightsize "
+                              "writes a cluster's manifest",
+                              hint="remove it, or give another --out directory")
     return folders
 
 
-def _write_manifests(results: Sequence[clusters.Outcome[tuple[QuotaState, str | None]]],
-                     rows: Sequence[ProposalRow], *, folders: Mapping[str, Path],
-                     guards: Mapping[str, str | None], config: ProjectConfig, rules: Rules,
-                     labels: Mapping[str, str], streams: Streams) -> tuple[list[ClusterResult], bool]:
-    """Each described cluster's ``rightsize.yaml``, checked as ``kqplan validate`` would check it
-    under this config: (each cluster's result, whether a manifest does not validate).
+def _manifests(results: Sequence[clusters.Outcome[tuple[QuotaState, str | None]]],
+               rows: Sequence[ProposalRow], *, folders: Mapping[str, Path],
+               guards: Mapping[str, str | None], config: ProjectConfig, rules: Rules,
+               labels: Mapping[str, str], streams: Streams) -> tuple[list[ClusterResult], dict[Path, str]]:
+    """Each described cluster's ``rightsize.yaml``: (each cluster's result, the text of each file).
 
     The ``cluster:`` guard is written only when the inventory gives the cluster an ``id``: the
     guard must name an id (or a name mapped to one) of the inventory, and a cluster without one
     cannot be guarded by its name (a name guards the cluster whose id it is)."""
-    from kqplan.core.diagnostics import render_text
-    from kqplan.core.policy import MISSING_DEFAULT
-    from kqplan.files import write_atomically
     from kqplan.fleet.proposals import MANIFEST_NAME, ClusterResult, manifest_text
-    from kqplan.manifest.compile import load_desired
 
     outcomes: list[ClusterResult] = []
-    invalid = False
+    texts: dict[Path, str] = {}
     for r in results:
         if r.value is None:
             outcomes.append(ClusterResult(r.cluster, error=r.error))
@@ -415,21 +421,32 @@ def _write_manifests(results: Sequence[clusters.Outcome[tuple[QuotaState, str | 
                                   f"manifest is written without a cluster: guard (add id = \"{cluster_id}\" "
                                   f"to [clusters.{r.cluster}] to guard it)"))
         mine = [row for row in rows if row.cluster == r.cluster]
-        folder = folders[r.cluster]
-        folder.mkdir(exist_ok=True)
-        path = inside(folder, MANIFEST_NAME)
-        write_atomically(path, manifest_text(r.cluster, guard, mine, state, rules=rules, labels=labels))
-        # what `kqplan validate` would say of it under this project's config (policy included); a
-        # required <default> entity concerns the whole manifest set, not these entries
-        problems = [d for d in load_desired([folder], config).diagnostics
+        path = inside(folders[r.cluster], MANIFEST_NAME)
+        texts[path] = manifest_text(r.cluster, guard, mine, state, rules=rules, labels=labels)
+        outcomes.append(ClusterResult(r.cluster, mine, path))
+    return outcomes, texts
+
+
+def _invalid(outcomes: Sequence[ClusterResult], config: ProjectConfig, streams: Streams) -> bool:
+    """Whether a written manifest does not validate as ``kqplan validate`` would check it under
+    this config (policy included; a required <default> entity concerns the whole manifest set,
+    not these entries); each problem told."""
+    from kqplan.core.diagnostics import render_text
+    from kqplan.core.policy import MISSING_DEFAULT
+    from kqplan.manifest.compile import load_desired
+
+    invalid = False
+    for outcome in outcomes:
+        if outcome.manifest is None:
+            continue
+        problems = [d for d in load_desired([outcome.manifest.parent], config).diagnostics
                     if d.is_error and d.code != MISSING_DEFAULT]
         if problems:
             invalid = True
             streams.warn(render_text(problems))
-            streams.warn(terminal(f"{path}: the proposals do not validate under "
+            streams.warn(terminal(f"{outcome.manifest}: the proposals do not validate under "
                                   f"{config.source or 'the config'}"))
-        outcomes.append(ClusterResult(r.cluster, mine, path))
-    return outcomes, invalid
+    return invalid
 
 
 def _manifest_dir(out: str | Path) -> Path:
@@ -446,12 +463,12 @@ def _manifest_dir(out: str | Path) -> Path:
     return path
 
 
-def _describe(entry: Any) -> tuple[Any, str | None]:
+def _describe(entry: Any, limit: int) -> tuple[Any, str | None]:
     """One describe of an inventory cluster (its ``id`` checked first): (state, cluster id)."""
     from kqplan.pipeline.guarded import check_inventory_id
     from kqplan.pipeline.target import Target, open_cluster
 
-    with open_cluster(Target.of_cluster(entry)) as cluster:
+    with open_cluster(Target.of_cluster(entry).within(limit)) as cluster:
         ident = cluster.identity()
         check_inventory_id(entry, ident.cluster_id, ident.address)
         return cluster.describe(), ident.cluster_id

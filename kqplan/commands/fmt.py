@@ -10,6 +10,7 @@ from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.files import read_bounded_text, write_atomically
+from kqplan.render.escape import terminal
 
 
 def is_manifest(text: str) -> bool:
@@ -37,7 +38,8 @@ def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, di
         try:
             new = format_text(text)
         except YAMLError:  # a file that does not parse is validate's to explain, with its position
-            streams.warn(f"{path}: not formatted: it is not valid YAML (run `kqplan validate {path}`)")
+            streams.warn(terminal(f"{path}: not formatted: it is not valid YAML "
+                                  f"(run `kqplan validate {path}`)"))
             continue
         if new == text:
             continue
@@ -48,12 +50,12 @@ def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, di
                                                        f"{path}", f"{path} (formatted)")), end="")
         if check:
             if not diff:
-                streams.print(str(path))
+                streams.print(terminal(str(path)))
             continue
         write_atomically(path, new)
         if load_desired([path], config).quotas != before:  # never change meaning
             write_atomically(path, text)
             raise KqplanError(f"{path}: formatting would change what the manifest asks for; left as it was",
                               hint="please report this as a kqplan bug")
-        streams.print(str(path))
+        streams.print(terminal(str(path)))
     return ExitCode.ERROR if check and changed else ExitCode.OK

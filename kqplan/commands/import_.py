@@ -21,6 +21,7 @@ from kqplan.core.state import QuotaState
 from kqplan.files import inside, write_all
 from kqplan.manifest.export import SplitBy, export, split_file
 from kqplan.pipeline.target import Target, open_cluster
+from kqplan.render.escape import terminal
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
@@ -60,7 +61,7 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
     here = directory.resolve()
     desired = load_checked(layers if here in [p.resolve() for p in layers] else [directory], config,
                            streams)
-    with open_cluster(target) as cluster:
+    with open_cluster(target.within(config.max_input_bytes)) as cluster:
         ident = cluster.identity()
         actual = cluster.describe()
     entities = unmanaged(desired, actual) if all_unmanaged else list(wanted)
@@ -95,20 +96,21 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
             if doc.get("entities") is None:
                 doc["entities"] = []
             doc["entities"].append(entity_entry(entity, quotas, override=override, removed=removed))
-            report.append(f"  + {entity.display} added to {path}" + (" (override)" if override else ""))
+            report.append(f"  + {entity.display} added to {terminal(str(path))}"
+                          + (" (override)" if override else ""))
         elif override:
             doc, _ = edits.setdefault(path, new_document(path, ident.cluster_id))
             doc["entities"].append(entity_entry(entity, quotas, override=True, removed=removed))
-            report.append(f"  + {entity.display} added to {path} (new file, override)")
+            report.append(f"  + {entity.display} added to {terminal(str(path))} (new file, override)")
         else:
             created.setdefault(path, []).append(entity)
-            report.append(f"  + {entity.display} added to {path} (new file)")
+            report.append(f"  + {entity.display} added to {terminal(str(path))} (new file)")
     texts = {path: dump_rt(doc, yaml) for path, (doc, yaml) in edits.items()}
     for path, new in created.items():
         files, _ = export({e: actual[e] for e in new}, ident.cluster_id, split_by=SplitBy.NONE)
         texts[path] = files[0].text
     _write(directory, texts)
     streams.print(f"Imported {len(entities)} entit{'y' if len(entities) == 1 else 'ies'} from "
-                  f"{ident.cluster_id or ident.address}:")
+                  f"{terminal(ident.cluster_id or ident.address)}:")
     streams.print("\n".join(report))
     return ExitCode.OK

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import shlex
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import replace
@@ -15,7 +15,7 @@ from kqplan.core.diagnostics import Diagnostic, render_text
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import Plan
 from kqplan.core.state import QuotaState
-from kqplan.files import write_atomically
+from kqplan.files import writable_problem, write_atomically
 from kqplan.perf import keep
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
@@ -31,6 +31,7 @@ from kqplan.pipeline.guarded import (
 from kqplan.pipeline.inputs import declared_profile, manifest_paths, read_principals
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.planfile.codec import dumps_plan
+from kqplan.render.escape import terminal
 from kqplan.render.formats import RENDERERS, Format
 from kqplan.render.markdown import MAX_COMMENT_CHARS
 
@@ -61,24 +62,24 @@ def apply_hint(out: Path, target: Target, cluster: ClusterEntry | None, config_f
     elif target.sandbox:
         words += ["--sandbox"] + ([str(target.sandbox_seed)] if target.sandbox_seed else [])
     elif target.state is not None:
-        return (f"Saved the plan to {out}. It was made against a snapshot, which cannot be changed: "
-                "apply it to the live cluster with `kqplan apply --plan "
-                f"{out} --bootstrap-server HOST:PORT` (it is refused if the cluster differs).")
+        return terminal(f"Saved the plan to {out}. It was made against a snapshot, which cannot be "
+                        f"changed: apply it to the live cluster with `kqplan apply --plan "
+                        f"{shlex.quote(str(out))} --bootstrap-server HOST:PORT` (it is refused if the "
+                        "cluster differs).")
     else:  # from KQPLAN_BOOTSTRAP_SERVER / KQPLAN_COMMAND_CONFIG: the same environment applies it
         pass
-    return f"Saved the plan to {out}. Apply exactly these changes with: {' '.join(words)}"
+    # runnable as printed (each word quoted for the shell), every character visible
+    return terminal(f"Saved the plan to {out}. Apply exactly these changes with: "
+                    f"{' '.join(map(shlex.quote, words))}")
 
 
 def check_writable(out: Path, what: str) -> None:
     """Refuse early (before any request) an output path that cannot be written."""
-    parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir():
-        raise KqplanError(f"{what} {out} is a directory", hint="give a file name")
-    if not parent.is_dir():
-        raise KqplanError(f"cannot write {what} {out}: directory {parent} does not exist",
-                          hint=f"create it first (mkdir -p {parent})")
-    if not os.access(parent, os.W_OK):
-        raise KqplanError(f"cannot write {what} {out}: directory {parent} is not writable")
+    problem = writable_problem(out)
+    if problem is not None:
+        hint = ("create it first (mkdir -p DIR)" if "does not exist" in problem
+                else "give a file name" if "directory" in problem and "is a" in problem else None)
+        raise KqplanError(f"cannot write {what} {terminal(str(out))}: {problem}", hint=hint)
 
 
 def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,

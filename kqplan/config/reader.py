@@ -59,6 +59,8 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
     if type(listed) is not dict:
         return None
     clusters: dict[str, Any] = {}
+    if len({name.casefold() for name in listed}) != len(listed):  # the schema says why
+        return None
     for name, value in listed.items():
         if component_problem(name) is not None:  # the schema says why
             return None

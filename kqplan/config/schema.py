@@ -6,7 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from kqplan.config.locate import config_error, where
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, did_you_mean
@@ -40,8 +49,8 @@ class _Cluster(_Strict):
 
 
 class _KeyBounds(_Strict):
-    min: StrictInt | float | StrictStr | None = None
-    max: StrictInt | float | StrictStr | None = None
+    min: StrictInt | StrictFloat | StrictStr | StrictBool | None = None  # a bool kept: refused by its check
+    max: StrictInt | StrictFloat | StrictStr | StrictBool | None = None
 
 
 class _Policy(_Strict):
@@ -103,7 +112,16 @@ def name_problems(path: Path, text: str, raw: dict[str, Any]) -> list[Diagnostic
     if not isinstance(listed, dict):
         return []
     found = []
+    seen: dict[str, str] = {}
     for name in listed:
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            found.append(config_error(
+                path, text, ("clusters", name),
+                f"cluster name \"{visible(name)}\" differs from \"{visible(other)}\" only in case",
+                "fleet commands write files named after each cluster under --out, and on macOS and "
+                "Windows the two would be one file: rename one of them"))
+            continue
         problem = component_problem(name)
         if problem is not None:
             found.append(config_error(

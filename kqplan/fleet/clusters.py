@@ -99,10 +99,10 @@ def output_paths(out: Path, names: Sequence[str], suffix: str = "", *,
     return paths
 
 
-def snapshot(entry: ClusterEntry, out: Path) -> int:
+def snapshot(entry: ClusterEntry, out: Path, config: ProjectConfig) -> int:
     """Write ``out/<cluster>.json`` (with the Kafka version and mode seen); the number of entities."""
     path = output_paths(out, [entry.name], ".json")[entry.name]
-    with open_cluster(Target.of_cluster(entry)) as cluster:
+    with open_cluster(Target.of_cluster(entry).within(config.max_input_bytes)) as cluster:
         state, ident = cluster.describe(), cluster.identity()
     write_atomically(path, snapshot_to_json(
         state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode))
@@ -121,7 +121,7 @@ def plan(entry: ClusterEntry, config: ProjectConfig) -> tuple[Plan, QuotaState, 
         first = desired.errors[0]
         raise KqplanError(f"{len(desired.errors)} error(s) in the manifests, e.g. {first.span}: "
                           f"{first.message}", hint=f"kqplan validate --cluster {entry.name}")
-    with open_cluster(Target.of_cluster(entry)) as cluster:
+    with open_cluster(Target.of_cluster(entry).within(config.max_input_bytes)) as cluster:
         cluster.identity()  # the guards first: nothing is described from the wrong cluster
         actual = cluster.describe()
         result = compute_plan(desired, cluster, config, record_state=False, entry=entry, actual=actual)

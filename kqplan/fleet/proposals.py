@@ -125,8 +125,9 @@ def written_entities(rows: Sequence[ProposalRow]) -> int:
 
 # -- the table -------------------------------------------------------------------------------------
 
-def write_proposals(rows: Sequence[ProposalRow], path: Path) -> None:
-    """``proposals.parquet``: the columns of :class:`ProposalRow`, column by column."""
+def proposals_parquet(rows: Sequence[ProposalRow]) -> bytes:
+    """``proposals.parquet``'s bytes: the columns of :class:`ProposalRow`, column by column (the
+    file is written with the manifests, as one set)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -134,7 +135,9 @@ def write_proposals(rows: Sequence[ProposalRow], path: Path) -> None:
     types = [s, s, s, s, f, s, f, f, f, f, s, s, f, s]
     schema = pa.schema(list(zip(PROPOSAL_COLUMNS, types, strict=True)))
     columns = {c: [getattr(r, c) for r in rows] for c in PROPOSAL_COLUMNS}
-    pq.write_table(pa.table(columns, schema=schema), path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns, schema=schema), sink)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def read_proposals(path: Path) -> list[ProposalRow]:
