@@ -62,6 +62,15 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
         from kqplan.snapshot.file import read_snapshot
 
         seeded, recorded_id = read_snapshot(start_from)
+    if seed is not None and seeded is not None and state is not None:
+        # --seed with --state: the state file holds what is served from the first request on, so a
+        # restart without --seed serves the same (it was written only at the first alter)
+        from kqplan.snapshot.file import write_snapshot
+
+        try:
+            write_snapshot(state, seeded, cluster_id or recorded_id or DEFAULT_CLUSTER_ID)
+        except OSError as exc:
+            raise KqplanError(f"cannot write --state {state}: {exc.strerror or exc}") from None
     users = read_users(sasl_users) if sasl_users is not None else {}
     config = SandboxConfig(
         host=host, port=port, sasl=bool(users), tls_cert=tls_cert, tls_key=tls_key,

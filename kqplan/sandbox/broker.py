@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
+import os
 import signal
 import ssl
 import struct
@@ -22,7 +24,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from kqplan.core.entity import Entity
+from kqplan.core.entity import Entity, visible
+from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
 from kqplan.files import write_atomically
 from kqplan.sandbox import apis, flavors, scram
@@ -33,7 +36,7 @@ from kqplan.sandbox.config import (
     SandboxConfig,
 )
 from kqplan.sandbox.connection import Close, Connection
-from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine
+from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeResult, QuotaEngine, Staged
 from kqplan.sandbox.faults import Drop, Fault, Faults
 from kqplan.sandbox.flavors import new_engine
 from kqplan.sandbox.sasl import SaslMixin
@@ -219,6 +222,9 @@ class Sandbox(SaslMixin):
             # Stopping: end the handler normally. A cancelled handler task makes Python 3.11's
             # StreamReaderProtocol callback print a CancelledError traceback on stderr.
             pass
+        except OSError as exc:  # not the peer's fault: never called a malformed request
+            sys.stderr.write(f"kqplan sandbox: closed connection {conn.id} from "
+                             f"{_peer(writer)}: I/O error {_os_error(exc)}\n")
         except Exception as exc:  # a request no decoder could read: what Kafka does is hang up
             sys.stderr.write(f"kqplan sandbox: closed connection {conn.id} from "
                              f"{_peer(writer)}: malformed request ({type(exc).__name__})\n")
@@ -382,18 +388,37 @@ class Sandbox(SaslMixin):
                     failing.append(AlterResult(fault.error_code or 0, fault.error_message, entry.entity))
             entries = kept
         before = self.engine.state if self.faults.lag_ms and not validate_only else None
-        results, changed = self.engine.alter(entries, validate_only, version=version)
-        if changed:
-            self._warm_up(tuple(self._describe_cache) or (1,))
-            if before is not None:
-                stale = new_engine(self.config.flavor, before, resolve_host=self.config.resolve_host)
-                self._stale = (time.monotonic() + self.faults.lag_ms / 1000, stale)
-            if self.config.state_file is not None:
-                # before the answer: an acknowledged alter is on disk (temp file, fsync, rename)
-                write_atomically(self.config.state_file, snapshot_to_json(
-                    self.engine.state, self.cluster_id, kafka_version=self.config.flavor.release,
-                    mode=self.config.flavor.mode))
-        return results + failing
+        staged = self.engine.stage(entries, validate_only, version=version)
+        if not staged.changed:
+            return staged.results + failing
+        problem = self._persist(staged)
+        if problem is not None:
+            # nothing was committed: the old state stays, and is what describe serves
+            sys.stderr.write(f"kqplan sandbox: storage error: {problem}; an alter of {len(entries)} "
+                             "entities was refused with a storage error, the state is unchanged\n")
+            return self.engine.storage_failure(entries, staged) + failing
+        self.engine.commit(staged)
+        self._warm_up(tuple(self._describe_cache) or (1,))
+        if before is not None:
+            stale = new_engine(self.config.flavor, before, resolve_host=self.config.resolve_host)
+            self._stale = (time.monotonic() + self.faults.lag_ms / 1000, stale)
+        return staged.results + failing
+
+    def _persist(self, staged: Staged) -> str | None:
+        """Write the state an alter leaves to ``--state`` before it is committed and answered
+        (temp file, fsync, rename, fsync of the directory); what went wrong, or None."""
+        path = self.config.state_file
+        if path is None:
+            return None
+        try:
+            write_atomically(path, snapshot_to_json(staged.state, self.cluster_id,
+                                                    kafka_version=self.config.flavor.release,
+                                                    mode=self.config.flavor.mode))
+        except OSError as exc:
+            return f"cannot write --state {visible(str(path))}: {_os_error(exc)}"
+        except KqplanError as exc:  # a directory in the way, or none to write in: names the path
+            return f"--state: {exc.message}"
+        return None
 
     def _record(self, header: apis.Header, conn: Connection, *, entries: int | None = None,
                 codes: tuple[int, ...] = (), validate_only: bool | None = None) -> None:
@@ -402,12 +427,30 @@ class Sandbox(SaslMixin):
         with self._records_lock:
             self._records.append(record)
             if self._log_file is not None:
-                self._log_file.write(json.dumps(record.to_json()) + "\n")
-                self._log_file.flush()
+                try:
+                    self._log_file.write(json.dumps(record.to_json()) + "\n")
+                    self._log_file.flush()
+                except OSError as exc:
+                    # a diagnostic: losing it must not fail the request (an alter is already
+                    # committed here); stop at the first failure rather than tear later lines
+                    path = self.config.request_log
+                    sys.stderr.write(f"kqplan sandbox: storage error: cannot write --request-log "
+                                     f"{visible(str(path))}: {_os_error(exc)}; request logging stopped\n")
+                    log_file, self._log_file = self._log_file, None
+                    with contextlib.suppress(OSError):
+                        log_file.close()
 
 
 def _count(result: DescribeResult) -> int | None:
     return None if result.entries is None else len(result.entries)
+
+
+def _os_error(exc: OSError) -> str:
+    """``[Errno 28] ENOSPC: No space left on device``: the number, its name and its text."""
+    if exc.errno is None:
+        return str(exc)
+    name = errno.errorcode.get(exc.errno, "?")
+    return f"[Errno {exc.errno}] {name}: {exc.strerror or os.strerror(exc.errno)}"
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

@@ -38,10 +38,12 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
 
 # Kafka's generic ``Errors`` texts, which whole-request alter failures carry (ref §1.4, §6.6).
 MSG_CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
 MSG_POLICY_VIOLATION = "Request parameters do not satisfy the configured policy."
+MSG_KAFKA_STORAGE_ERROR = "Disk error when trying to access log file on the disk."
 
 MAX_RECORDS_PER_USER_OP = 10_000
 """QuorumController's cap on the records one alter may produce (ref §2.7)."""
@@ -83,6 +85,24 @@ class AlterResult:
     error_code: int
     error_message: str | None
     entity: WireEntity
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """An alter computed but not committed: its answer, and the state after it (``rows``, None
+    when the state does not change). The server persists ``state`` first, then commits it."""
+
+    results: list[AlterResult]
+    rows: dict[Entity, _Row] | None
+
+    @property
+    def changed(self) -> bool:
+        return self.rows is not None
+
+    @property
+    def state(self) -> QuotaState:
+        """The state after the alter, ``{Entity: {key: value}}`` (requires ``changed``)."""
+        return {entity: row.values for entity, row in (self.rows or {}).items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,21 +287,43 @@ class QuotaEngine:
 
     def alter(self, entries: Sequence[AlterEntry], validate_only: bool, *,
               version: int) -> tuple[list[AlterResult], bool]:
-        """Answer an AlterClientQuotas request; the flag tells whether the state changed."""
+        """Answer an AlterClientQuotas request and commit it; the flag tells whether the state
+        changed. A server with storage calls :meth:`stage`, persists, then :meth:`commit`."""
+        staged = self.stage(entries, validate_only, version=version)
+        self.commit(staged)
+        return staged.results, staged.changed
+
+    def stage(self, entries: Sequence[AlterEntry], validate_only: bool, *, version: int) -> Staged:
+        """The answer to an AlterClientQuotas request and the state it leaves, without changing
+        the committed state (validateOnly and a request that changes nothing leave ``rows`` None)."""
         del version  # v0 and v1 carry the same fields (ref §1.1)
         if not entries:  # QuorumController returns an empty map at once (ref §2.1 step 3)
-            return [], False
+            return Staged([], None)
         outcome = _Outcome({}, {}, {})
         for entry in entries:
             self._alter_entry(entry, outcome)
             if outcome.records > MAX_RECORDS_PER_USER_OP:
                 # BoundedList overflow fails the whole request, validateOnly too (ref §2.1 step 6)
-                return self._whole_request_error(entries, POLICY_VIOLATION, MSG_POLICY_VIOLATION), False
+                refused = self._whole_request_error(entries, POLICY_VIOLATION, MSG_POLICY_VIOLATION)
+                return Staged(refused, None)
         results = [AlterResult(code, message, outcome.echoes[entity])
                    for entity, (code, message) in outcome.results.items()]
         if validate_only:  # result.withoutRecords() (ref §2.1 step 5)
-            return results, False
-        return results, self._commit(outcome.changes)
+            return Staged(results, None)
+        return Staged(results, self._replayed(outcome.changes))
+
+    def commit(self, staged: Staged) -> None:
+        """Make a staged alter's state the committed one (after the server persisted it)."""
+        if staged.rows is not None:
+            self._rows = staged.rows
+
+    def storage_failure(self, entries: Sequence[AlterEntry], staged: Staged) -> list[AlterResult]:
+        """The answer to an alter whose records could not be written. A KRaft controller that
+        fails the request answers ``AlterClientQuotasRequest.getErrorResponse``: every wire entry
+        gets the error's code and its generic text, ``KafkaStorageException`` giving
+        KAFKA_STORAGE_ERROR (an ApiException passes ``EventHandlerExceptionInfo`` unchanged)."""
+        del staged
+        return self._whole_request_error(entries, KAFKA_STORAGE_ERROR, MSG_KAFKA_STORAGE_ERROR)
 
     def alter_denied(self, entries: Sequence[AlterEntry]) -> list[AlterResult]:
         """No ALTER_CONFIGS on the cluster: 31 on every wire entry (ref §1.5, §2.1 step 2)."""
@@ -353,10 +395,14 @@ class QuotaEngine:
                 changes.append((key, value))
         return None, changes
 
-    def _commit(self, changes: dict[Entity, list[Change]]) -> bool:
-        """Replay the records; an entity left without values disappears (ref §2.3 replay)."""
+    def _replayed(self, changes: dict[Entity, list[Change]]) -> dict[Entity, _Row] | None:
+        """The rows after replaying the records (None when there are none); an entity left
+        without values disappears (ref §2.3 replay). The committed rows are not touched."""
+        if not changes:
+            return None
+        rows = dict(self._rows)
         for entity, records in changes.items():
-            row = self._rows.get(entity)
+            row = rows.get(entity)
             values = row.values if row is not None else {}
             for key, value in records:
                 if value is None:
@@ -364,10 +410,10 @@ class QuotaEngine:
                 else:
                     values[key] = value
             if values:
-                self._rows[entity] = _row(entity, values)
+                rows[entity] = _row(entity, values)
             else:
-                self._rows.pop(entity, None)
-        return bool(changes)
+                rows.pop(entity, None)
+        return rows
 
 
 # -- describe filters -------------------------------------------------------------------------

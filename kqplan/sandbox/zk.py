@@ -51,6 +51,7 @@ from kqplan.sandbox.engine import (
     DescribeComponent,
     DescribeResult,
     QuotaEngine,
+    Staged,
     WireEntity,
     WireOp,
     _java_map_items,
@@ -241,8 +242,7 @@ class ZkQuotaEngine(QuotaEngine):
 
     # -- AlterClientQuotas ----------------------------------------------------------------------
 
-    def alter(self, entries: Sequence[AlterEntry], validate_only: bool, *,
-              version: int) -> tuple[list[AlterResult], bool]:
+    def stage(self, entries: Sequence[AlterEntry], validate_only: bool, *, version: int) -> Staged:
         """``entries.map { alterEntityQuotas … }.toMap``: each entry on its own, in order, against
         what ZooKeeper holds then (earlier entries' writes included); one answer per distinct
         entity, the last entry's; no record cap. validateOnly skips the writes."""
@@ -263,7 +263,16 @@ class ZkQuotaEngine(QuotaEngine):
             else:
                 results[entity] = outcome
         answer = [AlterResult(code, message, echoes[entity]) for entity, (code, message) in results.items()]
-        return answer, self._write(written)
+        return Staged(answer, self._written(written))
+
+    def storage_failure(self, entries: Sequence[AlterEntry], staged: Staged) -> list[AlterResult]:
+        """ZkAdminManager.alterClientQuotas catches what ``changeConfigs`` throws per entity
+        (a ``KeeperException`` when ZooKeeper cannot store it): ``ApiError.fromThrowable``, so
+        UNKNOWN_SERVER_ERROR with a null message on each entity it would have written; the
+        entities refused before any write keep their own error."""
+        del entries
+        return [AlterResult(UNKNOWN_SERVER_ERROR, None, r.entity) if r.error_code == NONE else r
+                for r in staged.results]
 
     def _values(self, entity: Entity) -> dict[str, float]:
         row = self._rows.get(entity)
@@ -309,19 +318,20 @@ class ZkQuotaEngine(QuotaEngine):
         # connection_creation_rate's atLeast(0) cannot fail (no negative passes the conversion).
         return props
 
-    def _write(self, written: Mapping[Entity, dict[str, float]]) -> bool:
-        """Replace each written entity's config; an empty one is deleted (tryCleanQuotaNodes).
-        True when the state changed."""
-        changed = False
+    def _written(self, written: Mapping[Entity, dict[str, float]]) -> dict[Entity, _Row] | None:
+        """The rows once each written entity's config is replaced, an empty one deleted
+        (tryCleanQuotaNodes); None when nothing changes. The committed rows are not touched."""
+        rows: dict[Entity, _Row] | None = None
         for entity, values in written.items():
             if _same_config(values, self._values(entity)):
                 continue
-            changed = True
+            if rows is None:
+                rows = dict(self._rows)
             if values:
-                self._rows[entity] = _zk_row(entity, values)
+                rows[entity] = _zk_row(entity, values)
             else:
-                self._rows.pop(entity, None)
-        return changed
+                rows.pop(entity, None)
+        return rows
 
 
 def _same_config(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
