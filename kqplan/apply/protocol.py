@@ -4,7 +4,11 @@
    plan whose ``before`` no longer holds.
 2. ``validateOnly`` for every entry: any entity error → report them all, change nothing.
 3. The real alter. Kafka makes each entity atomic, not the request: results are per entity.
-   Requests are split only where one would pass Kafka's 10 000-record cap.
+   Requests are split only where one would pass Kafka's 10 000-record cap. The first batch whose
+   answer is lost (timeout, dropped connection) or that cannot be sent stops the apply: the
+   batches after it are ``not sent``. (A KRaft controller writes one request as one atomic
+   batch of records, so a lost batch landed whole or not at all; a ZooKeeper-mode broker writes
+   one znode per entity, so its entities are checked one by one — as every entity is.)
 4. One describe (polled with a bound, for read-after-write lag) verifies every change; an
    alter whose outcome was lost (timeout, dropped connection) is resolved by it. A value that
    is neither the one sent nor what the broker makes of it was written by another writer
@@ -29,7 +33,7 @@ from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, Cluster, Entity
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
 from kqplan.core.plan import Change, Plan
-from kqplan.core.report import ApplyReport, Outcome, Status
+from kqplan.core.report import ApplyReport, Outcome, RunStatus, Status
 from kqplan.core.state import QuotaState
 
 MAX_RECORDS_PER_REQUEST = 10_000  # QuorumController.MAX_RECORDS_PER_USER_OP
@@ -88,14 +92,51 @@ def _results(results: Sequence[EntityResult]) -> dict[Entity, EntityResult]:
     return {r.entity: r for r in results}
 
 
-def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = DEFAULT_VERIFY,
-          progress: Progress = _quiet, cap: int = MAX_RECORDS_PER_REQUEST) -> ApplyReport:
-    """Run steps 2–4 for a plan the caller has shown, confirmed and checked for staleness."""
-    requests = {"describe": 0, "alter_validate": 0, "alter": 0}
+class Journal:
+    """What an apply has done so far: which batches went out, what the broker answered, which
+    answer was lost. Whatever stops the apply (an error, Ctrl-C), :meth:`report` gives an outcome
+    per entity from it: acknowledged ones ``unverified``, the batch in flight ``unknown``, the
+    rest ``not sent``."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.requests = {"describe": 0, "alter_validate": 0, "alter": 0}
+        self.notes: list[str] = []
+        self.batches = 0
+        self.answered: dict[Entity, EntityResult] = {}
+        self.in_flight: set[Entity] = set()
+        """Sent, answer not (yet) read: lost when the apply stops."""
+        self.late: set[Entity] = set()
+        """Of ``in_flight``, those whose alter timed out: the broker may still apply them."""
+
+    def report(self, status: RunStatus, error: str | None = None) -> ApplyReport:
+        """The outcomes known now, nothing verified."""
+        outcomes = tuple(self._unverified(c) for c in self.plan.changes)
+        return ApplyReport(self.plan.cluster, outcomes, False, self.batches, dict(self.requests),
+                           self.plan.unchanged, tuple(self.notes), status=status, error=error)
+
+    def _unverified(self, change: Change) -> Outcome:
+        result = self.answered.get(change.entity)
+        if result is not None:
+            return (Outcome(change, Status.UNVERIFIED) if result.ok else
+                    Outcome(change, Status.FAILED, result.error_code, result.error_message))
+        return Outcome(change, Status.UNKNOWN if change.entity in self.in_flight else Status.NOT_SENT)
+
+
+def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy | None = None,
+          progress: Progress = _quiet, cap: int | None = None,
+          journal: Journal | None = None) -> ApplyReport:
+    """Run steps 2–4 for a plan the caller has shown, confirmed and checked for staleness.
+    ``journal``: the caller's, to report what is known if this raises (Ctrl-C, a bug)."""
+    journal = journal if journal is not None else Journal(plan)
+    verify = verify if verify is not None else DEFAULT_VERIFY
+    cap = cap if cap is not None else MAX_RECORDS_PER_REQUEST  # read now: a test may lower it
     if plan.cluster.mode == "zookeeper":
         cap = min(cap, ZOOKEEPER_RECORDS_PER_REQUEST)
     groups = batches(plan.changes, cap)
-    notes = _batch_notes(plan, groups, cap)
+    journal.batches = len(groups)
+    journal.notes.extend(_batch_notes(plan, groups, cap))
+    requests = journal.requests
 
     # 2. pre-flight: validateOnly for every entry, in the same batches as the real alter
     failures = _preflight(cluster, groups, requests, progress)
@@ -105,13 +146,15 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = DEFAULT_VERIFY
             if c.entity in failures else Outcome(c, Status.SKIPPED)
             for c in plan.changes)
         return ApplyReport(plan.cluster, outcomes, True, len(groups), requests, plan.unchanged,
-                           tuple(notes))
+                           tuple(journal.notes))
 
-    # 3. the real alter
-    answered, lost, late = _alter(cluster, groups, requests, progress, notes)
+    # 3. the real alter, batch after batch; the first lost answer or failure stops it
+    stopped = _alter(cluster, groups, journal, progress)
 
     # 4. verify with describe, polling with a bound for read-after-write lag
-    to_check = [c for c in plan.changes if c.entity not in answered or answered[c.entity].ok]
+    answered, lost = journal.answered, journal.in_flight
+    to_check = [c for c in plan.changes if c.entity in lost or (
+        c.entity in answered and answered[c.entity].ok)]
     observed: QuotaState | None = {}
     polls = requests["describe"]
     started = time.monotonic()
@@ -119,13 +162,17 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy = DEFAULT_VERIFY
         try:
             observed = poll(cluster, to_check, verify, requests, progress)
         except KqplanError as exc:  # the alter went out: an outcome per entity, and the report, still
-            notes.append(f"Verify failed ({exc.message}): the entities sent could not be checked.")
+            journal.notes.append(f"Verify failed ({exc.message}): the entities sent could not be "
+                                 "checked (acknowledged ones are unverified, the lost batch's unknown).")
             observed = None
-    lost_set = {c.entity for c in lost}
-    outcomes_list = [_outcome(change, answered.get(change.entity), observed, lost_set, late)
+    elif stopped is not None:
+        journal.notes.append("Nothing was changed.")
+    if lost and observed is not None:
+        journal.notes.append("The lost batch's outcome was resolved by describing.")
+    outcomes_list = [_outcome(change, answered.get(change.entity), observed, lost, journal.late)
                      for change in plan.changes]
     return ApplyReport(plan.cluster, tuple(outcomes_list), False, len(groups), requests,
-                       plan.unchanged, tuple(notes), requests["describe"] - polls,
+                       plan.unchanged, tuple(journal.notes), requests["describe"] - polls,
                        time.monotonic() - started if to_check else 0.0)
 
 
@@ -154,36 +201,63 @@ def _preflight(cluster: Cluster, groups: Sequence[Sequence[Change]], requests: d
     return failures
 
 
-def _alter(cluster: Cluster, groups: Sequence[Sequence[Change]], requests: dict[str, int],
-           progress: Progress, notes: list[str]
-           ) -> tuple[dict[Entity, EntityResult], list[Change], set[Entity]]:
-    """The real alter of every batch: the broker's answers, the changes whose answer was lost,
-    and those of them that timed out (the broker may still apply them after we look)."""
-    answered: dict[Entity, EntityResult] = {}
-    lost: list[Change] = []
-    late: set[Entity] = set()
+def _alter(cluster: Cluster, groups: Sequence[Sequence[Change]], journal: Journal,
+           progress: Progress) -> str | None:
+    """The real alter of every batch, into ``journal``, until one fails: then nothing more is
+    sent (a broker that lost one answer, or that cannot be reached, is not sent the next batch)
+    and what stopped it is returned, in words."""
     for i, group in enumerate(groups, 1):
         progress(f"Applying batch {i}/{len(groups)} ({len(group)} entities)")
-        requests["alter"] += 1
+        journal.requests["alter"] += 1
+        journal.in_flight = {c.entity for c in group}
+        started = time.monotonic()
         try:
             results = _results(cluster.alter(_alterations(group), validate_only=False))
+            _check_complete(group, results)
         except AlterOutcomeUnknown as exc:
-            notes.append(f"Batch {i}: {exc.message}; its outcome was resolved by describing.")
-            lost.extend(group)
             if exc.timed_out:
-                late.update(c.entity for c in group)
-            continue
-        _check_complete(group, results)
-        answered.update(results)
-    return answered, lost, late
+                journal.late = set(journal.in_flight)
+                what = (f"timed out after {_seconds(time.monotonic() - started)} "
+                        "(it may still be applied)")
+            else:
+                what = f"lost its answer ({exc.message})"
+            return _stop(journal, i, len(groups), what)
+        except KqplanError as exc:
+            # a transport failure before the request was written (connection refused, TLS,
+            # authentication) says so (``maybe_processed`` false); anything else came after
+            # the broker had the request: its outcome is unknown
+            if not getattr(exc, "maybe_processed", True):
+                journal.in_flight = set()
+                journal.requests["alter"] -= 1
+                return _stop(journal, i, len(groups), f"could not be sent ({exc.message})", sent=False)
+            return _stop(journal, i, len(groups), f"failed ({exc.message}): its outcome is unknown")
+        journal.answered.update(results)
+        journal.in_flight = set()
+    return None
+
+
+def _seconds(elapsed: float) -> str:
+    return f"{elapsed:.0f} s" if elapsed >= 10 else f"{elapsed:.1f} s"
+
+
+def _stop(journal: Journal, i: int, n: int, what: str, *, sent: bool = True) -> str:
+    """Note why the apply stopped at batch ``i`` of ``n``, and which batches were never sent."""
+    first = i + 1 if sent else i
+    rest = ("" if first > n else f"; batch {n} not sent" if first == n
+            else f"; batches {first}–{n} not sent")
+    message = f"batch {i} of {n} {what}{rest}"
+    journal.notes.append(message[0].upper() + message[1:] + ".")
+    return message
 
 
 def _outcome(change: Change, result: EntityResult | None, observed: QuotaState | None,
              lost: set[Entity], late: set[Entity]) -> Outcome:
-    """One change's outcome from the broker's answer (None: lost) and what describe showed
-    (None: nothing could be seen)."""
+    """One change's outcome from the broker's answer (None: lost, or never sent) and what
+    describe showed (None: nothing could be seen)."""
     if result is not None and not result.ok:
         return Outcome(change, Status.FAILED, result.error_code, result.error_message)
+    if result is None and change.entity not in lost:
+        return Outcome(change, Status.NOT_SENT)
     if observed is None:  # nothing could be seen: acknowledged ones are unverified, lost unknown
         return Outcome(change, Status.UNKNOWN if change.entity in lost else Status.UNVERIFIED)
     now = observed.get(change.entity)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
 
-from kqplan.apply.protocol import apply, check_stale
+from kqplan.apply.protocol import Journal, apply, check_stale
 from kqplan.commands.plan import check_writable
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
@@ -15,7 +21,7 @@ from kqplan.core.cluster import Cluster
 from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import ClusterRef, Plan
-from kqplan.core.report import ApplyReport
+from kqplan.core.report import ApplyReport, RunStatus
 from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded, write_atomically
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
@@ -28,7 +34,7 @@ from kqplan.pipeline.guarded import (
 )
 from kqplan.pipeline.inputs import manifest_paths
 from kqplan.pipeline.target import Target, open_cluster
-from kqplan.planfile.codec import loads_plan
+from kqplan.planfile.codec import loads_plan, plan_to_json
 from kqplan.render.apply import render_apply, report_to_json
 from kqplan.render.escape import terminal
 from kqplan.render.text import render_text
@@ -79,17 +85,18 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
     if plan_file is None:
         paths = manifest_paths(paths, cluster_entry)
     target = target.within(config.max_input_bytes).or_cluster(cluster_entry)
-    with ExitStack() as stack:
+    where = target.bootstrap or (str(target.state) if target.state is not None else "(unknown)")
+    with Recorder(report, where, as_json, streams) as record, ExitStack() as stack:
         ahead = describing_ahead(target, stack) if plan_file is None else None
         desired = load_checked(paths, config, streams) if plan_file is None else None
         cluster = ahead if ahead is not None else stack.enter_context(open_cluster(target))
-        return _apply(cluster, desired, plan_file, config, auto_approve=auto_approve, report=report,
+        return _apply(cluster, desired, plan_file, config, auto_approve=auto_approve, record=record,
                       streams=streams, cluster_entry=cluster_entry, guardrails=guardrails, color=color,
                       as_json=as_json)
 
 
 def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | None, config: ProjectConfig, *,
-           auto_approve: bool, report: Path | None, streams: Streams, cluster_entry: ClusterEntry | None,
+           auto_approve: bool, record: Recorder, streams: Streams, cluster_entry: ClusterEntry | None,
            guardrails: Guardrails, color: bool, as_json: bool) -> int:
     """Plan (from ``desired``, or the saved ``plan_file`` refreshed) and apply on an open cluster."""
     with streams.progress() as progress:
@@ -104,40 +111,113 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
             check_stale(plan, cluster.describe(), ident.cluster_id)
             plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode))
+        journal = record.planned(plan)
         # the guardrails again, saved plans included: a plan may have been made with looser flags
         refused = guardrail_problem(plan, desired, config, guardrails)
         if refused is not None:
             raise refused
         (streams.warn if as_json else streams.print)(render_text(plan, color=color and not as_json), end="")
         if not plan.has_changes:
-            result = ApplyReport(plan.cluster, (), False, 0, {"describe": 0, "alter_validate": 0, "alter": 0},
-                                 plan.unchanged)
-            _finish(result, report, as_json, streams, quiet=True)
+            record.finish(journal.report(RunStatus.FINISHED), quiet=True)
             return ExitCode.OK
         if not as_json:
             streams.print("")
         if not confirm(plan, streams, auto_approve=auto_approve):
+            record.finish(journal.report(RunStatus.CANCELLED), quiet=True)
             streams.print("Apply cancelled.")
             return ExitCode.ERROR
-        result = apply(cluster, plan, progress=progress)
-    _finish(result, report, as_json, streams, color=color)
+        record.begin()
+        result = apply(cluster, plan, progress=progress, journal=journal)
+    record.finish(result, color=color)
     return ExitCode.OK if result.ok else ExitCode.ERROR
 
 
-def _finish(result: ApplyReport, report: Path | None, as_json: bool, streams: Streams, *,
-            quiet: bool = False, color: bool = False) -> None:
-    """The report file (always, even with nothing to do: an old one must not stand), and stdout."""
-    document = json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n"
-    if report is not None:
-        write_atomically(report, document)
-    if as_json:
-        streams.print(document, end="")
-    elif not quiet:
-        streams.print(render_apply(result, color=color), end="")
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the apply stands so that its report is written (as Ctrl-C is)."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Recorder:
+    """The ``--report`` file of one apply, true at every moment: an ``in progress`` document
+    replaces the previous run's before the first real alter, and the final one is written however
+    the apply ends — a result, an error (what was known then, and the error), Ctrl-C or SIGTERM
+    (``interrupted``). A report from an older run is never left standing."""
+
+    def __init__(self, path: Path | None, where: str, as_json: bool, streams: Streams) -> None:
+        self.path, self.where, self.as_json, self.streams = path, where, as_json, streams
+        self.started_at = _now()
+        self.journal: Journal | None = None
+        self.digest: str | None = None
+        self.done = False
+        self._previous: Any = None
+
+    def __enter__(self) -> Recorder:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, _terminate)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if not self.done and self.path is not None:
+                self._write(self._stopped(exc))
+        finally:
+            if self._previous is not None:
+                signal.signal(signal.SIGTERM, self._previous)
+
+    def planned(self, plan: Plan) -> Journal:
+        """The plan is known: from now on a report lists its entities."""
+        self.journal = Journal(plan)
+        self.digest = str(plan_to_json(plan)["digest"]) if self.path is not None else None
+        return self.journal
+
+    def begin(self) -> None:
+        """Before the first request that changes anything: ``in progress``, every entity not sent
+        yet (only into a regular file: a pipe or /dev/stdout gets the final document alone)."""
+        path = self.path
+        if path is None or self.journal is None or (path.exists() and not path.is_file()):
+            return
+        self._write(self.journal.report(RunStatus.IN_PROGRESS))
+
+    def finish(self, result: ApplyReport, *, quiet: bool = False, color: bool = False) -> None:
+        """The final report: the file, and stdout (the JSON document, or the text)."""
+        self.done = True
+        document = self._document(result, finished=True)
+        if self.path is not None:
+            write_atomically(self.path, document)
+        if self.as_json:
+            self.streams.print(document, end="")
+        elif not quiet:
+            self.streams.print(render_apply(result, color=color), end="")
+
+    def _stopped(self, exc: BaseException | None) -> ApplyReport:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        status = RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED
+        error = (None if interrupted else exc.message if isinstance(exc, KqplanError)
+                 else f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None)
+        if self.journal is not None:
+            return self.journal.report(status, error)
+        return ApplyReport(ClusterRef(None, self.where), (), False, 0,
+                           {"describe": 0, "alter_validate": 0, "alter": 0}, status=status, error=error)
+
+    def _write(self, result: ApplyReport) -> None:
+        assert self.path is not None
+        finished = result.status is not RunStatus.IN_PROGRESS
+        write_atomically(self.path, self._document(result, finished=finished))
+
+    def _document(self, result: ApplyReport, *, finished: bool) -> str:
+        result = replace(result, started_at=self.started_at, plan_digest=self.digest,
+                         finished_at=_now() if finished else None)
+        return json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n"
 
 
 def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:
     """Show where the saved plan is being applied now (same id, maybe another address)."""
-    from dataclasses import replace
-
     return replace(plan, cluster=cluster)

@@ -16,6 +16,11 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
     """The ``--report`` file."""
     return {
         "format_version": 1,
+        "status": report.status.value,
+        "started_at": report.started_at,
+        "finished_at": report.finished_at,
+        "plan_digest": report.plan_digest,
+        "error": report.error,
         "cluster": {"id": report.cluster.id, "bootstrap": report.cluster.address,
                     "version": report.cluster.version, "mode": report.cluster.mode},
         "ok": report.ok,
@@ -54,10 +59,10 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
     lines: list[str] = []
     outcomes = report.outcomes
     show_all = len(outcomes) <= _SHOW_ALL_UP_TO
-    hidden = 0
+    hidden = {Status.APPLIED: 0, Status.NOT_SENT: 0}
     for o in outcomes:
-        if o.status is Status.APPLIED and not show_all:
-            hidden += 1
+        if o.status in hidden and not show_all:
+            hidden[o.status] += 1
             continue
         marker = o.change.action.marker
         status = o.status.value if o.ok else paint("-", o.status.value, color)
@@ -67,8 +72,8 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
         elif o.status is Status.UNVERIFIED:
             text += " (the broker accepted it, but describe did not show it before the deadline)"
         elif o.status is Status.UNKNOWN:
-            text += (" (the answer to the alter was lost and describe does not show the change: it "
-                     "may still land; run `kqplan plan` to see)")
+            text += (" (the answer to its batch's alter was lost and describe did not show the change: "
+                     "it may have landed, or may still; run `kqplan plan` to see)")
         elif o.status is Status.STORED_DIFFERENTLY and o.stored is not None:
             asked = o.change.after or {}
             text += ": " + ", ".join(f"{k}={format_number(o.stored[k])} (asked {format_number(asked[k])})"
@@ -77,8 +82,8 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
         elif o.status is Status.CHANGED_UNDERNEATH and o.stored is not None:
             text += f": {_underneath(o.stored, o.change.after or {})}"
         lines.append(text)
-    if hidden:
-        lines.append(f"  … and {hidden} more applied (the --report file lists every entity)")
+    lines.extend(f"  … and {n:,} more {status.value} (the --report file lists every entity)"
+                 for status, n in hidden.items() if n)
     lines.extend(report.notes)
     if report.preflight_failed:
         failed = report.count(Status.FAILED)
@@ -90,9 +95,9 @@ def render_apply(report: ApplyReport, *, color: bool = False) -> str:
                      f"changed, {counts[Action.DELETE]} deleted.")
     else:
         applied = report.count(Status.APPLIED)
-        problems = ", ".join(f"{report.count(s)} {s.value}" for s in Status
+        problems = ", ".join(f"{report.count(s):,} {s.value}" for s in Status
                              if s is not Status.APPLIED and report.count(s))
-        lines.append(f"Apply incomplete: {applied} of {len(outcomes)} entities applied; {problems}. "
+        lines.append(f"Apply incomplete: {applied:,} of {len(outcomes):,} entities applied; {problems}. "
                      f"{_advice(report)}")
     return "\n".join(lines) + "\n"
 
@@ -121,4 +126,7 @@ def _advice(report: ApplyReport) -> str:
     if report.count(Status.STORED_DIFFERENTLY):
         advice.append("Re-running cannot converge where the cluster stores values differently: change the "
                       "manifest to what it keeps (ZooKeeper-mode brokers truncate whole-number keys).")
+    if not advice and (report.count(Status.UNKNOWN) or report.count(Status.NOT_SENT)):
+        advice.append("Run `kqplan plan` to see what is left (an unknown batch may still land), "
+                      "then apply again.")
     return " ".join(advice) or "Run apply again to converge."

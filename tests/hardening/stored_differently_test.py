@@ -15,15 +15,15 @@ from tests.helpers import run_cli, write_manifest
 def truncating(box: Sandbox) -> None:
     """Make the sandbox's engine store whole-number keys as a ZooKeeper-mode broker does."""
     engine = box.engine
-    commit = engine._commit
+    replayed = engine._replayed  # the state an alter's records leave (staged, then committed)
 
     def truncate(key, value):
         return value if value is None or not key.endswith("byte_rate") else float(math.floor(value))
 
-    def zk_commit(changes):
-        return commit({e: [(k, truncate(k, v)) for k, v in records] for e, records in changes.items()})
+    def zk_replayed(changes):
+        return replayed({e: [(k, truncate(k, v)) for k, v in records] for e, records in changes.items()})
 
-    engine._commit = zk_commit
+    engine._replayed = zk_replayed
 
 
 def test_a_truncated_value_is_stored_differently_at_once_and_reported(tmp_path):

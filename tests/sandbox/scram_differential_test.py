@@ -83,12 +83,29 @@ def mechanisms_sorted(stdout: str) -> str:
     return "".join(lines)
 
 
+def entities_sorted(stdout: str) -> str:
+    """Each run of lines of one kind (``Quota configs for …``, ``SCRAM credential configs for …``)
+    in one order. Kafka answers a describe of every user in its image's order, a HashMap keyed by
+    the entity (metadata/.../image/ClientQuotasImage.java): with names drawn at random (this test's
+    and another test's left on the shared broker) that order changes from run to run."""
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*stdout.splitlines(keepends=True), ""]:
+        kind = line.partition(" for ")[0]
+        if run and kind != run[0].partition(" for ")[0]:
+            out += sorted(run)
+            run = []
+        if line:
+            run.append(line)
+    return "".join(out)
+
+
 def both(real_kafka: RealKafka, sandbox: Sandbox, *args: str) -> tuple[Outcome, Outcome]:
     """(real broker, sandbox), each with its own address replaced by ``BOOTSTRAP``."""
     answers = []
     for bootstrap in (real_kafka.bootstrap, sandbox.bootstrap):
         code, out, err = outcome(ConfigCommand(real_kafka.libs, bootstrap), *args)
-        answers.append((code, mechanisms_sorted(out.replace(bootstrap, "BOOTSTRAP")),
+        answers.append((code, entities_sorted(mechanisms_sorted(out.replace(bootstrap, "BOOTSTRAP"))),
                         err.replace(bootstrap, "BOOTSTRAP")))
     return answers[0], answers[1]
 
