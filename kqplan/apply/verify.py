@@ -4,7 +4,6 @@ or another writer's (``changed_underneath``)."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from dataclasses import dataclass
 from kqplan.console import Progress
 from kqplan.core.cluster import Cluster
 from kqplan.core.plan import Change, same_value
-from kqplan.core.quotas import FRACTION_TOLERANCE, INT_MAX, QUOTA_KEYS, ValueType
+from kqplan.core.quotas import QUOTA_KEYS, ValueType, zookeeper_whole
 from kqplan.core.state import Quotas, QuotaState
 
 
@@ -37,32 +36,16 @@ def matches(have: Quotas | None, want: Quotas | None) -> bool:
     return have.keys() == want.keys() and all(same_value(have[k], want[k]) for k in have)
 
 
-_LONG_MAX = 2**63 - 1
-
-
 def kept_as(key: str, stored: float, sent: float) -> bool:
     """Whether a broker keeps ``sent`` as ``stored``: the same value (KRaft keeps the double), or
-    for a LONG/INT key the whole number a ZooKeeper-mode broker stores, ``(sent + 1e-6).toLong``
-    (docs/zk-rules.md §A4: 1235.0000001 and 1234.9999999 become 1235, NaN becomes 0)."""
+    for a LONG/INT key the whole number a ZooKeeper-mode broker stores (``zookeeper_whole``,
+    docs/zk-rules.md §A4: 1235.0000001 and 1234.9999999 become 1235, NaN becomes 0)."""
     if same_value(stored, sent):
         return True
     spec = QUOTA_KEYS.get(key)
     if spec is None or spec.type is ValueType.DOUBLE:
         return False
-    whole = _java_cast(sent + FRACTION_TOLERANCE, _LONG_MAX if spec.type is ValueType.LONG else INT_MAX)
-    # Kafka refuses `abs(whole - sent) > 1e-6`: false for NaN, which is stored as 0
-    return not abs(whole - sent) > FRACTION_TOLERANCE and stored == float(whole)
-
-
-def _java_cast(value: float, high: int) -> int:
-    """Java's ``(long)``/``(int)`` of a double: NaN is 0, out of range saturates, else toward zero."""
-    if math.isnan(value):
-        return 0
-    if value >= high:
-        return high
-    if value <= -high - 1:
-        return -high - 1
-    return int(value)
+    return zookeeper_whole(sent, spec.type.value) == stored
 
 
 def stored_differently(now: Quotas | None, change: Change) -> bool:

@@ -124,3 +124,35 @@ def ip_error(name: Name) -> str | None:
     if name is None or resolvable(name):
         return None
     return f"{name} is not a valid IP or resolvable host."
+
+
+# -- ZooKeeper mode's whole numbers ---------------------------------------------------------------
+
+ZK_EPSILON = 1e-6  # ZkAdminManager.alterClientQuotas: "val epsilon = 1e-6"
+_LONG_RANGE = (-(2**63), 2**63 - 1)
+_INT_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _to_integral(value: float, low: int, high: int) -> int:
+    """Scala ``Double.toLong``/``toInt`` (Java's cast): NaN is 0, out of range saturates,
+    otherwise truncation toward zero."""
+    if math.isnan(value):
+        return 0
+    if value >= high:
+        return high
+    if value <= low:
+        return low
+    return int(value)
+
+
+def zookeeper_whole(value: float, value_type: str) -> float | None:
+    """What a ZooKeeper-mode broker (ZkAdminManager) stores for a LONG/INT key, or None when it
+    refuses the value: ``(value + epsilon).toLong``, refused when it is more than epsilon away from
+    ``value``. So 1235.0000001 and 1234.9999999 become 1235, NaN becomes 0 (every comparison with
+    NaN is false), negatives from -1e-6 down and every fraction beyond 1e-6 are refused. The
+    sandbox's zk flavour stores by it; apply's verify recognises such a value by it."""
+    low, high = _LONG_RANGE if value_type == ValueType.LONG.value else _INT_RANGE
+    whole = _to_integral(value + ZK_EPSILON, low, high)
+    if abs(float(whole) - value) > ZK_EPSILON:
+        return None
+    return float(whole)

@@ -30,13 +30,13 @@ throws (a null EXACT match, an unknown match type, an invalid ZooKeeper path).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, Name
 from kqplan.core.quotas import CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, ValueType
+from kqplan.core.quotas import zookeeper_whole as stored_whole  # the core's rule, by its sandbox name
 from kqplan.core.state import QuotaState
 from kqplan.sandbox.engine import (
     DESCRIBE_SUCCESS_MESSAGE,
@@ -87,9 +87,6 @@ _CLIENT_CONFIG: KeyTypes = {k: QUOTA_KEYS[k].type.value for k in CLIENT_KEYS}   
 _USER_CONFIG: KeyTypes = {**dict.fromkeys(SCRAM_MECHANISMS, STRING), **_CLIENT_CONFIG}  # DynamicConfig.User
 _IP_CONFIG: KeyTypes = {k: QUOTA_KEYS[k].type.value for k in IP_KEYS}            # DynamicConfig.Ip
 
-EPSILON = 1e-6  # ZkAdminManager.alterClientQuotas: "val epsilon = 1e-6"
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 # ApiVersions of a ZooKeeper-mode 3.9 broker: ApiVersionsResponse.brokerApiVersions(RecordVersion.V2,
 # ListenerType.ZK_BROKER, enableUnstableLastVersion=false, clientTelemetryEnabled=false), as the
@@ -151,32 +148,6 @@ def _valid_path_element(node: str) -> bool:
     sanitized name is ASCII, so only an empty element (``…/users/`` or ``//``) and the relative
     ``.`` and ``..`` are refused (IllegalArgumentException, hence UNKNOWN_SERVER_ERROR)."""
     return node not in ("", ".", "..")
-
-
-# -- Java's narrowing conversions ---------------------------------------------------------------
-
-def _to_integral(value: float, low: int, high: int) -> int:
-    """Scala ``Double.toLong``/``toInt`` (Java's cast): NaN is 0, out of range saturates,
-    otherwise truncation toward zero."""
-    if math.isnan(value):
-        return 0
-    if value >= high:
-        return high
-    if value <= low:
-        return low
-    return int(value)
-
-
-def stored_whole(value: float, value_type: str) -> float | None:
-    """What ZkAdminManager stores for a LONG/INT key, or None when it refuses the value:
-    ``(value + epsilon).toLong``, refused when it is more than epsilon away from ``value``.
-    So 1235.0000001 and 1234.9999999 become 1235, NaN becomes 0 (every comparison with NaN is
-    false), negatives from -1e-6 down and every fraction beyond 1e-6 are refused."""
-    low, high = (_LONG_MIN, _LONG_MAX) if value_type == ValueType.LONG.value else (_INT_MIN, _INT_MAX)
-    whole = _to_integral(value + EPSILON, low, high)
-    if abs(float(whole) - value) > EPSILON:
-        return None
-    return float(whole)
 
 
 # -- the engine ---------------------------------------------------------------------------------
