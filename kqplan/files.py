@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.filenames import component_problem
 
@@ -31,9 +32,7 @@ TEMP_NAME_ROOM = 24
 
 
 def _refused(path: Path, what: str, problem: str, hint: str | None = None) -> KqplanError:
-    from kqplan.core.entity import visible
-
-    return KqplanError(f"cannot read {what} {visible(str(path))}: {problem}", hint=hint)
+    return KqplanError(f"cannot read {what} {_shown(path)}: {problem}", hint=hint)
 
 
 INPUT_LIMIT_HINT = "raise [limits] max-input-mib in kqplan.toml if the file is right"
@@ -131,8 +130,6 @@ def inside(out: Path, *names: str) -> Path:
     for name in names:
         problem = component_problem(name)
         if problem is not None:
-            from kqplan.core.entity import visible
-
             raise KqplanError(f"cannot write {visible(name)!r} under {visible(str(out))}: {problem}",
                               hint="names used as file names must be plain names (letters, digits, "
                               "'.', '_', '-'), not paths")
@@ -141,8 +138,7 @@ def inside(out: Path, *names: str) -> Path:
 
 
 def _shown(path: Path) -> str:
-    from kqplan.core.entity import visible
-
+    """A path as messages print it: every non-printable character escaped."""
     return visible(str(path))
 
 
@@ -192,27 +188,41 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() and not _is_stream(path) else path
 
 
-def writable_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be written (checked before any request, so an apply never ends with its
-    report lost), or None. A stream (``/dev/stdout``, a pipe) is writable in place."""
+def _unwritable(path: Path) -> tuple[str, str | None] | None:
+    """Why ``path`` cannot be written and what to do, or None (see :func:`check_writable`)."""
     if _is_stream(path):
         if _std_fd(path) is None and stat.S_ISFIFO(os.stat(path).st_mode):
             try:  # a FIFO nobody reads would fail only after the work is done
                 os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
             except OSError as exc:
-                return f"it is a FIFO that cannot be written now ({exc.strerror or exc})"
+                return f"it is a FIFO that cannot be written now ({exc.strerror or exc})", None
         return None
     target = _target(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
-        return "it is a directory"
+        return "it is a directory", "give a file name"
     if not parent.is_dir():
-        return f"directory {_shown(parent)} does not exist"
+        return f"directory {_shown(parent)} does not exist", "create it first (mkdir -p DIR)"
     if not os.access(parent, os.W_OK):
-        return f"directory {_shown(parent)} is not writable"
+        return f"directory {_shown(parent)} is not writable", None
     if len(target.name.encode("utf-8", "surrogateescape")) > NAME_MAX:
-        return f"the file name is over {NAME_MAX} bytes"
+        return f"the file name is over {NAME_MAX} bytes", None
     return None
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written, or None. A stream (``/dev/stdout``, a pipe) is writable in
+    place."""
+    found = _unwritable(path)
+    return None if found is None else found[0]
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Refuse an output path that cannot be written (``what`` names it), before any request: an
+    apply must never end with its report lost."""
+    found = _unwritable(path)
+    if found is not None:
+        raise KqplanError(f"cannot write {what} {_shown(path)}: {found[0]}", hint=found[1])
 
 
 def _new_mode(path: Path) -> int:

@@ -14,7 +14,6 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from kqplan.apply.protocol import Journal, apply, check_stale
-from kqplan.commands.plan import check_writable
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.cluster import Cluster
@@ -22,7 +21,7 @@ from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import ClusterRef, Plan
 from kqplan.core.report import ApplyReport, RunStatus
-from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded, write_atomically
+from kqplan.files import DEFAULT_INPUT_LIMIT, check_writable, read_bounded, write_atomically
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
     Guardrails,

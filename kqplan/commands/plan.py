@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.diagnostics import Diagnostic, render_text
-from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.errors import ExitCode
 from kqplan.core.plan import Plan
 from kqplan.core.state import QuotaState
-from kqplan.files import writable_problem, write_atomically
+from kqplan.files import check_writable, write_atomically
 from kqplan.perf import keep
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
@@ -71,15 +71,6 @@ def apply_hint(out: Path, target: Target, cluster: ClusterEntry | None, config_f
     # runnable as printed (each word quoted for the shell), every character visible
     return terminal(f"Saved the plan to {out}. Apply exactly these changes with: "
                     f"{' '.join(map(shlex.quote, words))}")
-
-
-def check_writable(out: Path, what: str) -> None:
-    """Refuse early (before any request) an output path that cannot be written."""
-    problem = writable_problem(out)
-    if problem is not None:
-        hint = ("create it first (mkdir -p DIR)" if "does not exist" in problem
-                else "give a file name" if "directory" in problem and "is a" in problem else None)
-        raise KqplanError(f"cannot write {what} {terminal(str(out))}: {problem}", hint=hint)
 
 
 def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: Format,
