@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,21 @@ def run_kqplan(*args: str | Path, cwd: Path | None = None, stdin: str | None = N
                           text=True, timeout=timeout, env=None if env is None else dict(env),
                           check=False)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@contextlib.contextmanager
+def serving(command: list[str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A sandbox process started by ``command`` (its ``--port 0`` announced on stdout): yields
+    (process, bootstrap); killed at the end if still running."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("listening on 127.0.0.1:"), (line, proc.stderr.read() if proc.stderr else "")
+        yield proc, line.split()[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
 
 
 def entity(**parts: str | None) -> Entity:

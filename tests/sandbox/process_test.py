@@ -10,8 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -22,21 +21,12 @@ from kqplan.core.cluster import Alteration, Op
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
 from kqplan.snapshot.file import read_snapshot
-from tests.helpers import REPO, run_cli, write_manifest
+from tests.helpers import run_cli, serving, write_manifest
 
 
-@contextmanager
-def sandbox_process(*args: str | Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "kqplan.sandbox", "--port", "0", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("listening on 127.0.0.1:"), (line, proc.stderr.read() if proc.stderr else "")
-        yield proc, line.split()[-1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+def sandbox_process(*args: str | Path) -> AbstractContextManager[
+        tuple[subprocess.Popen[str], str]]:
+    return serving([sys.executable, "-m", "kqplan.sandbox", "--port", "0", *map(str, args)])
 
 
 def client(bootstrap: str, props: str = "") -> KafkaCluster:

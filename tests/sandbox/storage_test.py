@@ -13,7 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ from kqplan.core.entity import Entity
 from kqplan.core.state import QuotaState
 from kqplan.sandbox import Sandbox, SandboxConfig
 from kqplan.snapshot.file import read_snapshot, write_snapshot
-from tests.helpers import REPO, run_cli, write_manifest
+from tests.helpers import run_cli, serving, write_manifest
 
 LIMIT = 16 * 1024  # bytes a file of the sandbox process may reach (RLIMIT_FSIZE)
 SMALL = {Entity.user(f"u{i}"): {"producer_byte_rate": 1000.0 + i} for i in range(5)}
@@ -49,20 +49,11 @@ def kqplan_command(*args: str, limit: int | None = None) -> list[str]:
     return [sys.executable, "-c", _LIMITED, str(limit), *args]
 
 
-@contextmanager
 def sandbox_process(state: Path, flavor: str, *, limit: int | None = None
-                    ) -> Iterator[tuple[subprocess.Popen[str], str]]:
+                    ) -> AbstractContextManager[tuple[subprocess.Popen[str], str]]:
     """``python -m kqplan sandbox --state STATE`` on a free port; yields (process, bootstrap)."""
-    command = kqplan_command("sandbox", "--port", "0", "--state", str(state), "--flavor", flavor, limit=limit)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("listening on 127.0.0.1:"), (line, proc.stderr.read() if proc.stderr else "")
-        yield proc, line.split()[-1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+    return serving(kqplan_command("sandbox", "--port", "0", "--state", str(state), "--flavor", flavor,
+                                  limit=limit))
 
 
 def stop(proc: subprocess.Popen[str]) -> str:
@@ -227,12 +218,8 @@ def test_a_request_log_past_the_file_size_limit_never_breaks_a_request(tmp_path)
     """``--request-log`` is a diagnostic: when it cannot be written (here EFBIG) the sandbox says so
     once and keeps answering, an alter included."""
     log = tmp_path / "requests.jsonl"
-    proc = subprocess.Popen(kqplan_command("sandbox", "--port", "0", "--request-log", str(log), limit=4096),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("listening on "), line
-        bootstrap = line.split()[-1]
+    with serving(kqplan_command("sandbox", "--port", "0", "--request-log", str(log), limit=4096)) as (
+            proc, bootstrap):
         with KafkaCluster(config_from_properties("", bootstrap=bootstrap, source="t", env={})) as c:
             for i in range(60):  # ~200 bytes a line: the log reaches the limit on the way
                 results = c.alter([Alteration(Entity.user(f"u{i}"), (Op("producer_byte_rate", 1.0 + i),))],
@@ -240,10 +227,6 @@ def test_a_request_log_past_the_file_size_limit_never_breaks_a_request(tmp_path)
                 assert results[0].ok
             assert len(c.describe()) == 60
         err = stop(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
     assert "malformed request" not in err
     assert err.count("cannot write --request-log") == 1, err
     assert f"--request-log {log}: [Errno 27] EFBIG" in err
@@ -255,14 +238,7 @@ def test_a_seed_with_a_state_file_is_saved_before_the_first_request(tmp_path):
     restart without ``--seed`` serves the same (it was written only at the first alter)."""
     seed, state = tmp_path / "seed.json", tmp_path / "state.json"
     write_snapshot(seed, SMALL, "seeded-id")
-    command = kqplan_command("sandbox", "--port", "0", "--seed", str(seed), "--state", str(state))
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("listening on 127.0.0.1:"), line
+    with serving(kqplan_command("sandbox", "--port", "0", "--seed", str(seed), "--state", str(state))):
         assert read_snapshot(state) == (SMALL, "seeded-id")
-    finally:
-        proc.kill()
-        proc.wait(10)
     with sandbox_process(state, "kraft") as (_, bootstrap):
         assert describe(bootstrap) == SMALL
