@@ -8,7 +8,11 @@ requests per API key over every connection, and at the N-th request of one API i
 - ``Kind.BLACKHOLE``: hold every byte, both ways and on every connection, new ones included, for
   ``seconds``, then forward what was held (a broker stopped with SIGSTOP, then continued: the
   request lands late, after the client gave up);
-- ``Kind.DELAY``: forward it at once, hold its answer ``seconds``.
+- ``Kind.DELAY``: forward it at once, hold its answer ``seconds``;
+- ``Kind.CUT``: close this connection without forwarding it; new connections pass (a connection
+  lost in the network, the broker alive);
+- ``Kind.CUT_AFTER``: forward it, then close this connection before its answer; new ones pass;
+- ``Kind.CALL``: run ``rule.action`` (another writer acting at that moment), then forward it.
 
 kqplan sends every request on the bootstrap connection (``cluster/transport.py``: it never
 reconnects to the brokers Metadata advertises), so pointing ``--bootstrap-server`` at the proxy
@@ -24,7 +28,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 ALTER_CLIENT_QUOTAS = 49
@@ -36,6 +40,9 @@ class Kind(enum.Enum):
     DROP_AFTER = "drop after forwarding"
     BLACKHOLE = "black-hole"
     DELAY = "delay the answer"
+    CUT = "cut this connection"
+    CUT_AFTER = "cut this connection after forwarding"
+    CALL = "call an action, then forward"
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,8 @@ class Rule:
     """1-based, counted over every connection."""
     kind: Kind
     seconds: float = 0.0
+    action: Callable[[], None] | None = None
+    """For ``Kind.CALL``."""
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
@@ -72,7 +81,7 @@ def _frame(sock: socket.socket) -> bytes | None:
 class FaultProxy:
     """``with FaultProxy(upstream_host, upstream_port) as proxy``: listen on ``proxy.bootstrap``."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, listen: int = 0) -> None:
         self.upstream = (host, port)
         self.counts: Counter[int] = Counter()
         self.rules: list[Rule] = []
@@ -81,7 +90,7 @@ class FaultProxy:
         self._held_until = 0.0
         self._refusing = False
         self._sockets: set[socket.socket] = set()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", listen))
         self.port = self._listener.getsockname()[1]
         self._threads: list[threading.Thread] = []
         self._closed = False
@@ -115,6 +124,16 @@ class FaultProxy:
             self._refusing = True
             sockets = [self._listener, *self._sockets]
         for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _cut(self, client: socket.socket, server: socket.socket) -> None:
+        """Close one proxied connection, both sides; the listener keeps accepting."""
+        with self._lock:
+            self._sockets.difference_update((client, server))
+        for sock in (client, server):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
@@ -174,10 +193,16 @@ class FaultProxy:
             if rule is not None and rule.kind is Kind.DROP:
                 self._refuse()
                 return
-            if rule is not None and rule.kind in (Kind.DELAY, Kind.DROP_AFTER):
-                # its answer waits, or (-1) is never delivered
+            if rule is not None and rule.kind is Kind.CUT:
+                self._cut(client, server)
+                return
+            if rule is not None and rule.kind is Kind.CALL and rule.action is not None:
+                rule.action()
+            if rule is not None and rule.kind in (Kind.DELAY, Kind.DROP_AFTER, Kind.CUT_AFTER):
+                # its answer waits, or is never delivered (-1: every connection, -2: this one)
                 delayed[struct.unpack_from(">i", frame, 8)[0]] = (
-                    rule.seconds if rule.kind is Kind.DELAY else -1.0)
+                    rule.seconds if rule.kind is Kind.DELAY else
+                    -1.0 if rule.kind is Kind.DROP_AFTER else -2.0)
             try:
                 server.sendall(frame)
             except OSError:
@@ -191,6 +216,9 @@ class FaultProxy:
         while (frame := _frame(server)) is not None:
             self._hold()
             wait = delayed.pop(struct.unpack_from(">i", frame, 4)[0], 0.0)
+            if wait == -2.0:
+                self._cut(client, server)
+                return
             if wait < 0:
                 self._refuse()
                 return
@@ -206,7 +234,8 @@ class FaultProxy:
 
 
 @contextlib.contextmanager
-def proxied(bootstrap: str) -> Iterator[FaultProxy]:
+def proxied(bootstrap: str, *, listen: int = 0) -> Iterator[FaultProxy]:
+    """A proxy to ``bootstrap``, listening on ``listen`` (0: a free port)."""
     host, port = bootstrap.rsplit(":", 1)
-    with FaultProxy(host, int(port)) as proxy:
+    with FaultProxy(host, int(port), listen=listen) as proxy:
         yield proxy

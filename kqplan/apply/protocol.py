@@ -3,12 +3,15 @@
 1. The caller refreshes (one describe) and, for a saved plan, :func:`check_stale` refuses a
    plan whose ``before`` no longer holds.
 2. ``validateOnly`` for every entry: any entity error → report them all, change nothing.
-3. The real alter. Kafka makes each entity atomic, not the request: results are per entity.
+3. The planned entities are described once more: one moved since the plan (another writer; Kafka
+   has no compare-and-set) stops the apply, nothing sent. Then the real alter. Kafka answers per
+   entity.
    Requests are split only where one would pass Kafka's 10 000-record cap. The first batch whose
    answer is lost (timeout, dropped connection) or that cannot be sent stops the apply: the
    batches after it are ``not sent``. (A KRaft controller writes one request as one atomic
    batch of records, so a lost batch landed whole or not at all; a ZooKeeper-mode broker writes
-   one znode per entity, so its entities are checked one by one — as every entity is.)
+   one znode per entity, so its entities are checked one by one. On KRaft, one entity of the
+   lost batch seen at its new value says the whole batch landed.)
 4. One describe (polled with a bound, for read-after-write lag) verifies every change; an
    alter whose outcome was lost (timeout, dropped connection) is resolved by it. A value that
    is neither the one sent nor what the broker makes of it was written by another writer
@@ -24,12 +27,13 @@ from kqplan.apply.verify import (
     DEFAULT_VERIFY,
     VerifyPolicy,
     changed_underneath,
+    landed_whole,
     matches,
     poll,
     stored_differently,
 )
 from kqplan.console import Progress
-from kqplan.core.cluster import Alteration, AlterOutcomeUnknown, Cluster, EntityResult
+from kqplan.core.cluster import Alteration, AlterNotSent, AlterOutcomeUnknown, Cluster, EntityResult
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
 from kqplan.core.plan import Change, Plan
@@ -56,13 +60,20 @@ def check_stale(plan: Plan, actual: QuotaState, cluster_id: str | None) -> None:
     if cluster_id != plan.cluster.id:
         raise KqplanError(f"the plan was made for cluster {plan.cluster.id}, not {cluster_id}",
                           hint="plan again against this cluster")
+    check_unmoved(plan, actual, "plan is stale: ", "since the plan was made")
+
+
+def check_unmoved(plan: Plan, actual: QuotaState, lead: str, since: str) -> None:
+    """Refuse to go on when an entity the plan changes is no longer at its ``before``: another
+    writer changed it (Kafka has no compare-and-set for quotas, so this is checked by describing)."""
     moved = [c.display for c in plan.changes if not matches(actual.get(c.entity), c.before)]
     if moved:
         shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
         raise KqplanError(
-            f"plan is stale: {len(moved)} entit{'y' if len(moved) == 1 else 'ies'} changed on the "
-            f"cluster since the plan was made ({shown}); nothing was changed",
-            hint="run `kqplan plan` again and review the new plan")
+            f"{lead}{len(moved)} entit{'y' if len(moved) == 1 else 'ies'} changed on the "
+            f"cluster {since} ({shown}); nothing was changed",
+            hint="another writer changed them (another apply, kafka-configs.sh, an operator): "
+                 "run `kqplan plan` again and review the new plan")
 
 
 def records(change: Change) -> int:
@@ -148,32 +159,51 @@ def apply(cluster: Cluster, plan: Plan, *, verify: VerifyPolicy | None = None,
         return ApplyReport(plan.cluster, outcomes, True, len(groups), requests, plan.unchanged,
                            tuple(journal.notes))
 
-    # 3. the real alter, batch after batch; the first lost answer or failure stops it
+    # 3. the planned entities described again right before the first change (a plan may have
+    # waited for its confirmation), then the real alter, batch after batch; the first lost answer
+    # or failure stops it
+    progress("Checking that the plan still holds")
+    requests["describe"] += 1
+    check_unmoved(plan, cluster.describe(), "", "since the plan was made")
     stopped = _alter(cluster, groups, journal, progress)
 
     # 4. verify with describe, polling with a bound for read-after-write lag
+    started, polls = time.monotonic(), requests["describe"]
+    outcomes = _verify(cluster, plan, journal, verify, progress=progress, stopped=stopped)
+    return ApplyReport(plan.cluster, outcomes, False, len(groups), requests, plan.unchanged,
+                       tuple(journal.notes), requests["describe"] - polls,
+                       time.monotonic() - started if requests["describe"] > polls else 0.0)
+
+
+def _verify(cluster: Cluster, plan: Plan, journal: Journal, verify: VerifyPolicy, *,
+            progress: Progress, stopped: str | None) -> tuple[Outcome, ...]:
+    """Describe what was sent (acknowledged, or in the batch whose answer was lost) until it
+    shows; an outcome per change. On a KRaft cluster the lost batch is one atomic batch of
+    records: one of its entities seen at its new value says the whole batch landed."""
     answered, lost = journal.answered, journal.in_flight
     to_check = [c for c in plan.changes if c.entity in lost or (
         c.entity in answered and answered[c.entity].ok)]
+    whole = [c for c in plan.changes if c.entity in lost] if plan.cluster.mode == "kraft" else []
     observed: QuotaState | None = {}
-    polls = requests["describe"]
-    started = time.monotonic()
     if to_check:
         try:
-            observed = poll(cluster, to_check, verify, requests, progress)
+            observed = poll(cluster, to_check, verify, journal.requests, progress, whole=whole)
         except KqplanError as exc:  # the alter went out: an outcome per entity, and the report, still
             journal.notes.append(f"Verify failed ({exc.message}): the entities sent could not be "
                                  "checked (acknowledged ones are unverified, the lost batch's unknown).")
             observed = None
     elif stopped is not None:
         journal.notes.append("Nothing was changed.")
-    if lost and observed is not None:
+    landed = observed is not None and bool(whole) and landed_whole(observed, whole)
+    if landed:
+        journal.notes.append("The lost batch's outcome was resolved by describing: it landed (one of "
+                             "its entities shows its new value, and a KRaft controller writes one "
+                             "request as one batch, whole or not at all).")
+    elif lost and observed is not None:
         journal.notes.append("The lost batch's outcome was resolved by describing.")
-    outcomes_list = [_outcome(change, answered.get(change.entity), observed, lost, journal.late)
-                     for change in plan.changes]
-    return ApplyReport(plan.cluster, tuple(outcomes_list), False, len(groups), requests,
-                       plan.unchanged, tuple(journal.notes), requests["describe"] - polls,
-                       time.monotonic() - started if to_check else 0.0)
+    return tuple(_outcome(change, answered.get(change.entity), observed, lost, journal.late,
+                          landed=landed)
+                 for change in plan.changes)
 
 
 def _batch_notes(plan: Plan, groups: Sequence[Sequence[Change]], cap: int) -> list[str]:
@@ -222,14 +252,11 @@ def _alter(cluster: Cluster, groups: Sequence[Sequence[Change]], journal: Journa
             else:
                 what = f"lost its answer ({exc.message})"
             return _stop(journal, i, len(groups), what)
-        except KqplanError as exc:
-            # a transport failure before the request was written (connection refused, TLS,
-            # authentication) says so (``maybe_processed`` false); anything else came after
-            # the broker had the request: its outcome is unknown
-            if not getattr(exc, "maybe_processed", True):
-                journal.in_flight = set()
-                journal.requests["alter"] -= 1
-                return _stop(journal, i, len(groups), f"could not be sent ({exc.message})", sent=False)
+        except AlterNotSent as exc:  # refused before the request was written: nothing landed
+            journal.in_flight = set()
+            journal.requests["alter"] -= 1
+            return _stop(journal, i, len(groups), f"could not be sent ({exc.message})", sent=False)
+        except KqplanError as exc:  # anything else came after the broker had the request
             return _stop(journal, i, len(groups), f"failed ({exc.message}): its outcome is unknown")
         journal.answered.update(results)
         journal.in_flight = set()
@@ -251,9 +278,10 @@ def _stop(journal: Journal, i: int, n: int, what: str, *, sent: bool = True) -> 
 
 
 def _outcome(change: Change, result: EntityResult | None, observed: QuotaState | None,
-             lost: set[Entity], late: set[Entity]) -> Outcome:
+             lost: set[Entity], late: set[Entity], *, landed: bool) -> Outcome:
     """One change's outcome from the broker's answer (None: lost, or never sent) and what
-    describe showed (None: nothing could be seen)."""
+    describe showed (None: nothing could be seen); ``landed``: the lost batch is known to have
+    landed whole (KRaft)."""
     if result is not None and not result.ok:
         return Outcome(change, Status.FAILED, result.error_code, result.error_message)
     if result is None and change.entity not in lost:
@@ -265,6 +293,9 @@ def _outcome(change: Change, result: EntityResult | None, observed: QuotaState |
         status = Status.APPLIED
     elif stored_differently(now, change):
         return Outcome(change, Status.STORED_DIFFERENTLY, stored=now)
+    elif change.entity in lost and landed:
+        # its batch landed whole, yet it shows another value: another writer's, since
+        return Outcome(change, Status.CHANGED_UNDERNEATH, stored=now or {})
     elif change.entity in lost:
         # an alter that timed out may still land: "before" proves nothing then
         unchanged_yet = matches(now, change.before) and change.entity not in late

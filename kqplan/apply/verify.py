@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kqplan import deadline
 from kqplan.console import Progress
 from kqplan.core.cluster import Cluster
 from kqplan.core.plan import Change, same_value
@@ -69,19 +70,30 @@ def settled(now: Quotas | None, change: Change) -> bool:
     return matches(now, change.after) or not matches(now, change.before)
 
 
+def landed_whole(state: QuotaState, whole: Sequence[Change]) -> bool:
+    """Whether the atomic batch ``whole`` (one KRaft request) landed: one of its entities shows
+    its new value (then all of it was written, in one batch of records)."""
+    return any(matches(state.get(c.entity), c.after) for c in whole)
+
+
 def poll(cluster: Cluster, changes: Sequence[Change], policy: VerifyPolicy,
-          requests: dict[str, int], progress: Progress) -> QuotaState:
+         requests: dict[str, int], progress: Progress, *, whole: Sequence[Change] = ()) -> QuotaState:
     """Describe until every change shows (or shows as stored differently, or as changed by another
-    writer: waiting would not change it), or the deadline passes; the last state seen."""
-    deadline = time.monotonic() + policy.timeout_s
+    writer: waiting would not change it), or the deadline passes; the last state seen. ``whole``:
+    changes sent as one atomic request whose answer was lost: once one of them shows, the rest
+    are final too (a value other than the new one is another writer's)."""
+    left = deadline.remaining()  # --timeout bounds the polls too
+    give_up = time.monotonic() + (policy.timeout_s if left is None else min(policy.timeout_s, left))
     delay = policy.first_delay_s
+    atomic = {c.entity for c in whole}
     while True:
         progress("Verifying")
         requests["describe"] += 1
         state = cluster.describe()
-        if all(settled(state.get(c.entity), c) for c in changes):
+        landed = bool(whole) and landed_whole(state, whole)
+        if all((landed and c.entity in atomic) or settled(state.get(c.entity), c) for c in changes):
             return state
-        if time.monotonic() + delay > deadline:
+        if time.monotonic() + delay > give_up:
             return state
         time.sleep(delay)
         delay = min(delay * policy.growth, policy.max_delay_s)

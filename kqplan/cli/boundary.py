@@ -7,6 +7,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from kqplan import deadline
 from kqplan.cli.app import global_options
 from kqplan.core.errors import ExitCode, KqplanError
 
@@ -21,21 +22,7 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
         with paused_gc():
             return int(body())
     except KqplanError as exc:
-        from kqplan.core.diagnostics import DiagnosticsError
-
-        if json_errors:
-            sys.stderr.write(_error_json(exc) + "\n")
-        elif isinstance(exc, DiagnosticsError):
-            sys.stderr.write(str(exc) + "\n")
-        else:
-            from kqplan.core.entity import visible
-
-            # a message or hint may carry a path or a value from the input: one line each, escaped
-            sys.stderr.write(f"Error: {visible(exc.message)}\n" if exc.hint is None else
-                             f"Error: {visible(exc.message)}\n  = help: {visible(exc.hint)}\n")
-        if global_options["debug"]:
-            traceback.print_exc()
-        return ExitCode.ERROR
+        return _failed(exc, json_errors=json_errors)
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         return ExitCode.INTERRUPTED
@@ -47,6 +34,27 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
                              "  = help: run again with --debug for the traceback, and please "
                              "report it\n")
         return ExitCode.ERROR
+    finally:
+        deadline.start(None)  # a --timeout is one command's (tests run several in one process)
+
+
+def _failed(exc: KqplanError, *, json_errors: bool) -> int:
+    """Print a :class:`KqplanError`; exit 1."""
+    from kqplan.core.diagnostics import DiagnosticsError
+
+    if json_errors:
+        sys.stderr.write(_error_json(exc) + "\n")
+    elif isinstance(exc, DiagnosticsError):
+        sys.stderr.write(str(exc) + "\n")
+    else:
+        from kqplan.core.entity import visible
+
+        # a message or hint may carry a path or a value from the input: one line each, escaped
+        sys.stderr.write(f"Error: {visible(exc.message)}\n" if exc.hint is None else
+                         f"Error: {visible(exc.message)}\n  = help: {visible(exc.hint)}\n")
+    if global_options["debug"]:
+        traceback.print_exc()
+    return ExitCode.ERROR
 
 
 def _error_json(exc: KqplanError) -> str:

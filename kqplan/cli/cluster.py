@@ -18,6 +18,7 @@ from kqplan.cli.options import (
     NamesOpt,
     SandboxOpt,
     StateOpt,
+    TimeoutOpt,
     target_of,
 )
 
@@ -28,6 +29,7 @@ def export(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     cluster: ClusterOpt = None,
     out: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR",
@@ -50,7 +52,7 @@ def export(
 
     def body() -> int:
         project = project_config()
-        target = target_of(state, bootstrap_server, command_config, sandbox).within(
+        target = target_of(state, bootstrap_server, command_config, sandbox, timeout).within(
             project.max_input_bytes).or_cluster(cluster_entry(cluster, project))
         return export_command(target, out=out, split_by=choice(SplitBy, split_by, "--split-by"),
                               fmt=choice(ExportFormat, fmt, "--format"), streams=console_streams(),
@@ -72,6 +74,7 @@ def describe(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json | yaml", metavar="FORMAT")] = "text",
     config: ConfigOpt = None,
@@ -86,7 +89,7 @@ def describe(
         project = project_config()
         flt = filter_from_flags(names, defaults, any_types, strict=strict,
                                 custom=project.custom_entity_types)
-        target = target_of(state, bootstrap_server, command_config, sandbox).within(
+        target = target_of(state, bootstrap_server, command_config, sandbox, timeout).within(
             project.max_input_bytes).or_cluster(cluster_entry(cluster, project))
         return describe_command(target, flt, fmt=choice(DescribeFormat, fmt, "--format"),
                                 streams=console_streams())
@@ -109,6 +112,7 @@ def alter(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
     config: ConfigOpt = None,
@@ -123,7 +127,7 @@ def alter(
     def body() -> int:
         project = project_config()
         entity = entity_from_flags(names, defaults, custom=project.custom_entity_types)
-        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(
+        target = target_of(state, bootstrap_server, command_config, sandbox, timeout).or_cluster(
             cluster_entry(cluster, project))
         return alter_command(target, entity, parse_ops(add, delete), validate_only=validate_only,
                              streams=console_streams(), config=project,
@@ -146,6 +150,7 @@ def resolve(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     cluster: ClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json", metavar="FORMAT")] = "text",
     config: ConfigOpt = None,
@@ -159,7 +164,7 @@ def resolve(
         paths = desired or []
         project = project_config(paths)
         principal = principal_of(names, custom=project.custom_entity_types)
-        target = target_of(state, bootstrap_server, command_config, sandbox)
+        target = target_of(state, bootstrap_server, command_config, sandbox, timeout)
         if not paths:
             target = target.or_cluster(cluster_entry(cluster, project))
         return resolve_command(principal, target, paths, project, show_overridden=show_overridden,

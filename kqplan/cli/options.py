@@ -37,6 +37,11 @@ SandboxOpt = Annotated[str | None, typer.Option(
     "--sandbox", metavar="[SEED.json]",
     help="Run against an in-process sandbox broker, optionally seeded from a snapshot.")]
 
+TimeoutOpt = Annotated[str | None, typer.Option(
+    "--timeout", metavar="DURATION",
+    help="Give up after this long in all (30s, 2m, 500ms): connections, requests, retries and "
+         "verifying. Each request is also bounded by request.timeout.ms (--command-config).")]
+
 NamesOpt = Annotated[str | None, typer.Option(
     "--names", help="Comma-separated TYPE=NAME pairs, e.g. user=alice,client-id=app.",
         metavar="TYPE=NAME,...")]
@@ -46,8 +51,26 @@ DefaultsOpt = Annotated[str | None, typer.Option(
 
 
 def target_of(state: Path | None, bootstrap: str | None, command_config: Path | None,
-            sandbox: str | None) -> Target:
+              sandbox: str | None, timeout: str | None = None) -> Target:
+    """The target options as given; ``--timeout`` starts the command's clock now."""
     from kqplan.pipeline.target import Target
+
+    start_timeout(timeout)
 
     return Target(state=state, bootstrap=bootstrap, command_config=command_config,
                   sandbox=sandbox is not None, sandbox_seed=Path(sandbox) if sandbox else None)
+
+
+def start_timeout(timeout: str | None) -> None:
+    """``--timeout DURATION``: the whole command's deadline, from now (none: no limit)."""
+    from kqplan import deadline
+    from kqplan.core.errors import KqplanError
+    from kqplan.core.units import UnitError, parse_duration
+
+    if timeout is None:
+        deadline.start(None)
+        return
+    try:
+        deadline.start(parse_duration(timeout))
+    except UnitError as exc:
+        raise KqplanError(f"--timeout: {exc}", hint=exc.hint) from None

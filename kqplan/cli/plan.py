@@ -27,6 +27,7 @@ from kqplan.cli.options import (
     OptionalPathsArg,
     SandboxOpt,
     StateOpt,
+    TimeoutOpt,
     target_of,
 )
 
@@ -68,6 +69,7 @@ def plan(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     fmt: Annotated[str, typer.Option(
         "--format", help="text | markdown | json | github", metavar="FORMAT")] = "text",
     out: Annotated[Path | None, typer.Option(
@@ -100,7 +102,7 @@ def plan(
         given = paths or []
         project = project_config(given)
         return command(
-            given, target_of(state, bootstrap_server, command_config, sandbox), project,
+            given, target_of(state, bootstrap_server, command_config, sandbox, timeout), project,
             fmt=Format.MARKDOWN if github else choice(Format, fmt, "--format"), out=out,
             detailed_exitcode=detailed_exitcode, streams=console_streams(), principals=principals,
             cluster=cluster_entry(cluster, project),
@@ -128,6 +130,7 @@ def apply(
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     auto_approve: Annotated[bool, typer.Option(
         "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
     report: Annotated[Path | None, typer.Option(
@@ -150,7 +153,7 @@ def apply(
         manifest_paths = paths or []
         project = project_config(manifest_paths)
         return apply_command(
-            manifest_paths, plan_file, target_of(state, bootstrap_server, command_config, sandbox),
+            manifest_paths, plan_file, target_of(state, bootstrap_server, command_config, sandbox, timeout),
             project, auto_approve=auto_approve, report=report, streams=console_streams(),
             cluster_entry=cluster_entry(cluster, project), guardrails=Guardrails(allow_mass_delete),
             color=use_color(), as_json=choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON)

@@ -53,6 +53,8 @@ class ConnectionConfig:
     client_id: str = "kqplan"
     request_timeout_ms: int = 30_000
     connect_timeout_ms: int = 10_000
+    api_timeout_ms: int = 60_000
+    """``default.api.timeout.ms``: one operation, its retries included."""
     receive_message_max_bytes: int = DEFAULT_RECEIVE_MAX_BYTES
     source: str | None = None
     """The ``--command-config`` file the settings came from, for messages."""
@@ -152,6 +154,7 @@ def config_from_properties(text: str, *, bootstrap: str | None, source: str,
         bootstrap=bootstrap, security_protocol=protocol, tls=tls,
         client_id=client_id or "kqplan", request_timeout_ms=request_timeout,
         connect_timeout_ms=cfg.integer("socket.connection.setup.timeout.ms", 10_000),
+        api_timeout_ms=cfg.integer("default.api.timeout.ms", 60_000),
         receive_message_max_bytes=cfg.integer("receive.message.max.bytes",
                                               DEFAULT_RECEIVE_MAX_BYTES),
         source=source, ignored=ignored + unused, **sasl(cfg, protocol))

@@ -28,6 +28,13 @@ class ConnectionFailed(TransportError):
     retriable = True
 
 
+class NoAnswer(TransportError):
+    """Connected, but the broker did not answer the connection's first requests (ApiVersions,
+    SASL) in time — or the command's ``--timeout`` ran out before a request could be sent.
+    Nothing was sent that could change anything; trying again within the same command would
+    only spend the time again."""
+
+
 class AuthenticationFailed(TransportError):
     """The broker rejected the credentials (or the SASL mechanism)."""
 

@@ -8,7 +8,8 @@ for everything in a single request, however many entities there are.
 
 Retries: describes and validate-only alters change nothing, so they are retried (a bounded
 number of times) on transient failures. A real alter is never retried: when its answer is
-lost, :class:`AlterOutcomeUnknown` tells the caller, who resolves it by describing.
+lost, :class:`AlterOutcomeUnknown` tells the caller, who resolves it by describing; when it
+could not be written at all, :class:`AlterNotSent` says that nothing of it reached the broker.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
+from kqplan import deadline
 from kqplan.cluster.connection import ConnectionConfig, load_connection_config
 from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
 from kqplan.cluster.failures import TransportError, UnsupportedApi
@@ -31,6 +33,7 @@ from kqplan.cluster.transport import Ahead, KafkaTransport
 from kqplan.core.cluster import (
     ALL,
     Alteration,
+    AlterNotSent,
     AlterOutcomeUnknown,
     ClusterIdentity,
     DescribeFilter,
@@ -214,7 +217,7 @@ class KafkaCluster:
                 response = self._send(request())
             except TransportError as exc:
                 if not exc.maybe_processed:
-                    raise
+                    raise AlterNotSent(exc.message, hint=exc.hint) from None
                 raise AlterOutcomeUnknown(
                     f"the answer to an alter of {len(alterations)} entities was lost "
                     f"({exc.message}); it may or may not have been applied",
@@ -251,18 +254,26 @@ class KafkaCluster:
 
     def _retrying(self, call: Callable[[], T], what: str,
                   check: Callable[[T], KqplanError | None] | None = None) -> T:
-        """``call()`` until it works, at most ``attempts`` times, on transient failures only."""
+        """``call()`` until it works, at most ``attempts`` times, on transient failures only, and
+        not after ``default.api.timeout.ms`` (or ``--timeout``) has passed."""
         started = time.monotonic()
+        give_up = started + self.config.api_timeout_ms / 1000
+
+        def no_more(attempt: int, pause: float) -> bool:
+            left = deadline.remaining()
+            return (attempt == self.attempts or time.monotonic() + pause >= give_up
+                    or (left is not None and left <= pause))
+
         for attempt in range(1, self.attempts + 1):
-            last = attempt == self.attempts
+            pause = self.retry_backoff_s * 2 ** (attempt - 1)
             try:
                 result = call()
             except TransportError as exc:
                 if not exc.retriable:
                     raise
-                if last:
+                if no_more(attempt, pause):
                     # say what was really waited: each attempt has its own request timeout
-                    exc.message = (f"{exc.message}; gave up after {attempt} attempts "
+                    exc.message = (f"{exc.message}; gave up after {attempt} attempt{'s' if attempt > 1 else ''} "
                                    f"({time.monotonic() - started:.1f} s in all)")
                     exc.args = (exc.message,)
                     raise
@@ -271,10 +282,10 @@ class KafkaCluster:
                 error = check(result) if check is not None else None
                 if error is None:
                     return result
-                if last or getattr(error, "code", None) not in _RETRIABLE_CODES:
+                if no_more(attempt, pause) or getattr(error, "code", None) not in _RETRIABLE_CODES:
                     raise error
                 log.debug("%s: attempt %d failed (%s); retrying", what, attempt, error.message)
-            time.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+            time.sleep(pause)
         raise AssertionError("unreachable")
 
 

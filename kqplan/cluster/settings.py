@@ -10,6 +10,7 @@ SUPPORTED = frozenset({
     # where and who
     "bootstrap.servers", "metadata.broker.list", "client.id", "security.protocol",
     "request.timeout.ms", "socket.timeout.ms", "socket.connection.setup.timeout.ms",
+    "default.api.timeout.ms",
     "receive.message.max.bytes",
     # SASL
     "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.username", "sasl.password",
@@ -29,7 +30,7 @@ SUPPORTED = frozenset({
 
 IGNORED = frozenset({
     # client tuning that does not change what kqplan sends or whom it trusts
-    "retries", "retry.backoff.ms", "retry.backoff.max.ms", "default.api.timeout.ms",
+    "retries", "retry.backoff.ms", "retry.backoff.max.ms",
     "metadata.max.age.ms", "connections.max.idle.ms", "reconnect.backoff.ms",
     "reconnect.backoff.max.ms", "socket.connection.setup.timeout.max.ms", "receive.buffer.bytes",
     "send.buffer.bytes", "client.dns.lookup", "client.rack", "auto.include.jmx.reporter",

@@ -33,13 +33,14 @@ from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 from kafka.protocol.metadata import MetadataRequest
 
-from kqplan import __version__
+from kqplan import __version__, deadline
 from kqplan.cluster.connection import ConnectionConfig
-from kqplan.cluster.failures import ConnectionFailed, TransportError, UnsupportedApi, explain
+from kqplan.cluster.failures import ConnectionFailed, NoAnswer, TransportError, UnsupportedApi, explain
 from kqplan.cluster.framing import RawResponse, bounded_reads, bytes_variant
 from kqplan.cluster.kerberos import KerberosSettings, install
 from kqplan.cluster.oauth import TokenProvider
 from kqplan.core.errors import KqplanError
+from kqplan.deadline import seconds_text
 
 log = logging.getLogger("kqplan.kafka")
 _GRACE_S = 2.0  # beyond kafka-python's own per-request timer, in case that timer never fires
@@ -141,7 +142,10 @@ class KafkaTransport:
         """Send one request and return its response; raise a :class:`TransportError`."""
         if self._closed:
             raise KqplanError("internal error: the connection to the cluster is closed")
-        timeout = timeout_ms if timeout_ms is not None else self.config.request_timeout_ms
+        wanted = timeout_ms if timeout_ms is not None else self.config.request_timeout_ms
+        timeout, _ = deadline.bound_ms(wanted)
+        if timeout <= 0:
+            raise self._out_of_time(f"sending {request.name.removesuffix('Request')}")
         # A connection the broker closed while idle is noticed here, before sending, so the
         # request goes out on a fresh one instead of being "lost" on a dead socket.
         self._net.poll(timeout_ms=0)
@@ -163,8 +167,10 @@ class KafkaTransport:
         if self._closed:
             raise KqplanError("internal error: the connection to the cluster is closed")
         self._net.poll(timeout_ms=0)
-        ahead: Ahead = self._run(self._send_ahead, bytes_variant(request_class)(**fields),
-                                 self.config.request_timeout_ms)
+        timeout, _ = deadline.bound_ms(self.config.request_timeout_ms)
+        if timeout <= 0:
+            raise self._out_of_time(f"sending {request_class.__name__.removesuffix('Request')}")
+        ahead: Ahead = self._run(self._send_ahead, bytes_variant(request_class)(**fields), timeout)
         return ahead
 
     def answer(self, ahead: Ahead) -> RawResponse:
@@ -228,13 +234,36 @@ class KafkaTransport:
         for broker in self._manager.cluster.bootstrap_brokers():
             where = f"{broker.host}:{broker.port}"
             self._manager.reset_backoff(broker.node_id)  # our own policy decides on retries
+            # TCP (and TLS) within socket.connection.setup.timeout.ms, then ApiVersions (and SASL)
+            # within request.timeout.ms, as Java clients do; both within --timeout
+            connect_ms, connect_cut = deadline.bound_ms(self.config.connect_timeout_ms)
+            answer_ms, answer_cut = deadline.bound_ms(self.config.request_timeout_ms)
+            if connect_ms <= 0:
+                raise self._out_of_time(f"connecting to {where}")
             conn = self._manager.get_connection(
-                broker.node_id, timeout_ms=self.config.connect_timeout_ms,
+                broker.node_id, timeout_ms=connect_ms + answer_ms + int(_GRACE_S * 1000),
                 refresh_metadata_on_err=False)  # True would start kafka-python's bootstrap loop
             self.connections += 1
             try:
-                await self._manager.wait_for(conn.init_future,
-                                             self.config.connect_timeout_ms + _GRACE_S * 1000)
+                if not await self._wait_connected(conn, connect_ms):
+                    conn.close()
+                    failures.append(ConnectionFailed(
+                        f"cannot connect to {where}: no connection within {seconds_text(connect_ms / 1000)} "
+                        f"({self._bound_name(connect_cut, 'socket.connection.setup.timeout.ms')})",
+                        hint="check --bootstrap-server, that the broker is up and that no firewall "
+                             "drops the connection"))
+                    continue
+                answer_ms, answer_cut = deadline.bound_ms(self.config.request_timeout_ms)
+                if not await self._wait_initialized(conn, answer_ms):
+                    conn.close()
+                    bound = self._bound_name(answer_cut, "request.timeout.ms")
+                    raise NoAnswer(
+                        f"connected to {where}, but the broker did not answer within "
+                        f"{seconds_text(answer_ms / 1000)} ({bound})",
+                        hint="check that it is a Kafka listener and that the broker is healthy; a slow "
+                             "broker needs a larger request.timeout.ms in --command-config, or --timeout")
+            except NoAnswer:
+                raise
             except Exception as exc:
                 conn.close()
                 error = explain(exc, self.config, sent=False, where=where, waiting_for=_waiting_for(conn))
@@ -250,6 +279,39 @@ class KafkaTransport:
         raise ConnectionFailed(
             f"cannot connect to any bootstrap server of {self.config.bootstrap}: "
             + "; ".join(f.message for f in failures), hint=failures[0].hint)
+
+    async def _wait_connected(self, conn: Any, timeout_ms: int) -> bool:
+        """Until the TCP (and TLS) connection is made, or setting it up failed (True: its
+        init_future says how); False when ``timeout_ms`` passed first."""
+        give_up = time.monotonic() + timeout_ms / 1000
+        while getattr(conn, "transport", None) is None and not conn.init_future.is_done:
+            if time.monotonic() >= give_up:
+                return False
+            await self._net.sleep(0.002)
+        return True
+
+    async def _wait_initialized(self, conn: Any, timeout_ms: int) -> bool:
+        """Until ApiVersions (and SASL) are done — raising what failed — or False when the broker
+        did not answer within ``timeout_ms``."""
+        give_up = time.monotonic() + timeout_ms / 1000
+        while not conn.init_future.is_done:
+            if time.monotonic() >= give_up:
+                return False
+            await self._net.sleep(0.002)
+        if conn.init_future.failed():
+            raise conn.init_future.exception
+        return True
+
+    @staticmethod
+    def _bound_name(cut: bool, setting: str) -> str:
+        current = deadline.current()
+        return current.text if cut and current is not None else setting
+
+    def _out_of_time(self, doing: str) -> NoAnswer:
+        current = deadline.current()
+        budget = current.text if current is not None else "the time limit"
+        return NoAnswer(f"{budget} reached before {doing}",
+                        hint="give the command more time (--timeout), or check the cluster's health")
 
     async def _send(self, request: Any, timeout_ms: int) -> Any:
         return await self._answer(await self._send_ahead(request, timeout_ms))

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from kqplan import deadline
 from kqplan.apply.protocol import Journal, apply, check_stale
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
@@ -60,7 +61,8 @@ def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:
     streams.print("  Enter a value: ", end="")
     streams.out.flush()
     try:
-        answer = input()
+        with deadline.paused():  # --timeout is the cluster's time, not the reader's
+            answer = input()
     except EOFError:  # Ctrl-D: no answer is not a yes
         streams.print("")
         return False

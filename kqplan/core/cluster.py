@@ -33,6 +33,11 @@ class AlterOutcomeUnknown(KqplanError):
         """The broker did not answer in time: it may still apply the alter after we look."""
 
 
+class AlterNotSent(KqplanError):
+    """An alter could not be sent at all (no connection, TLS or authentication refused before
+    the request was written): nothing of it reached the broker, so nothing of it was applied."""
+
+
 class MatchType(IntEnum):
     """DescribeClientQuotas component match types (wire values)."""
 

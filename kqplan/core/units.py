@@ -75,3 +75,20 @@ def format_bytes(value: float) -> str | None:
             exact = float(f"{scaled:.2f}") == scaled
             return f"{text} {unit}" if exact else f"≈{text} {unit}"
     return None  # pragma: no cover - unreachable for value >= 1024
+
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|min|h)?\s*$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"30s"``, ``"2m"``, ``"500ms"``, ``"1h"`` or a plain number of seconds → seconds (> 0)."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UnitError(f"'{text}' is not a duration",
+                        "write a number with ms, s, m or h, e.g. 30s, 2m or 500ms")
+    seconds = float(m.group(1)) * _SECONDS[m.group(2) or "s"]
+    if seconds <= 0:
+        raise UnitError(f"'{text}' is not a positive duration", "e.g. 30s, 2m or 500ms")
+    return seconds
+

@@ -28,7 +28,8 @@ class Drop(StrEnum):
 class Fault:
     """One injected misbehaviour for requests of one API (by name, see ``API_KEYS``).
 
-    ``times`` bounds how many requests it hits (None: all). An alter fault hits real alters
+    ``times`` bounds how many requests it hits (None: all), after the first ``skip`` of them
+    have passed untouched. An alter fault hits real alters
     only unless ``validate_only`` is set, so a pre-flight can pass and the alter still fail.
     ``delay_ms`` waits before the request is handled; ``answer_delay_ms`` after (an alter is
     committed, its answer held back): the window in which another writer can change what was
@@ -44,6 +45,7 @@ class Fault:
     times: int | None = None
     validate_only: bool = False
     answer_delay_ms: int = 0
+    skip: int = 0
 
     def __post_init__(self) -> None:
         if self.api not in API_KEYS:
@@ -63,6 +65,7 @@ class Fault:
 class _Armed:
     fault: Fault
     left: int | None
+    skip: int = 0
 
 
 @dataclass
@@ -76,7 +79,7 @@ class Faults:
 
     def add(self, fault: Fault) -> None:
         with self._lock:
-            self._armed.append(_Armed(fault, fault.times))
+            self._armed.append(_Armed(fault, fault.times, fault.skip))
 
     def clear(self) -> None:
         with self._lock:
@@ -90,6 +93,9 @@ class Faults:
             for armed in self._armed:
                 fault = armed.fault
                 if fault.api_key != api_key or (api_key == 49 and validate_only and not fault.validate_only):
+                    continue
+                if armed.skip > 0:
+                    armed.skip -= 1
                     continue
                 if armed.left is not None:
                     if armed.left <= 0:

@@ -533,8 +533,10 @@ class KafkaBroker:
 
     def _start_once(self, started: float) -> None:
         extra = "ZOOKEEPER" if self.spec.zookeeper else "CONTROLLER"
-        self.ports = dict(zip(("PLAINTEXT", "SASL_PLAINTEXT", "SSL", extra),
-                              free_ports(4, self.host), strict=True))
+        # PROXIED: a PLAINTEXT listener advertised at the PROXY port, where a test's fault proxy
+        # listens and forwards to it (tests/fault_proxy.py)
+        self.ports = dict(zip(("PLAINTEXT", "SASL_PLAINTEXT", "SSL", extra, "PROXIED", "PROXY"),
+                              free_ports(6, self.host), strict=True))
         config = write_properties(self.workdir / "server.properties", self.server_properties())
         try:
             if self.spec.zookeeper:
@@ -557,7 +559,9 @@ class KafkaBroker:
     def server_properties(self) -> dict[str, str]:
         """server.properties for this node."""
         p, h = self.ports, self.host
-        listeners = {name: f"{name}://{h}:{port}" for name, port in p.items() if name != "ZOOKEEPER"}
+        listeners = {name: f"{name}://{h}:{port}" for name, port in p.items()
+                     if name not in ("ZOOKEEPER", "PROXY")}
+        advertised = {**listeners, "PROXIED": f"PROXIED://{h}:{p['PROXY']}"}
         jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'username="admin" password="{self.users["admin"]}" '
                 + " ".join(f'user_{name}="{password}"' for name, password in self.users.items()) + ";")
@@ -579,9 +583,9 @@ class KafkaBroker:
         props = {
             **metadata,
             "listeners": ",".join(listeners.values()),
-            "advertised.listeners": ",".join(v for k, v in listeners.items() if k != "CONTROLLER"),
+            "advertised.listeners": ",".join(v for k, v in advertised.items() if k != "CONTROLLER"),
             "listener.security.protocol.map": ("PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                               "SSL:SSL,CONTROLLER:PLAINTEXT"),
+                                               "SSL:SSL,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT"),
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.workdir / "data"),
             "sasl.enabled.mechanisms": "PLAIN",

@@ -67,6 +67,10 @@ class RealKafka:
     mode: str = "kraft"
     external: bool = False
     _libs: Path | None = None
+    proxied: tuple[str, int] | None = None
+    """(the broker's PROXIED listener, the port it is advertised at): a fault proxy listening on
+    that port and forwarding to that listener sits in the path of every request, the addresses
+    Metadata returns included. None for an external cluster."""
 
     @property
     def spec(self) -> KafkaSpec:
@@ -156,7 +160,8 @@ class BrokerPool:
         assert self.broker.tls is not None
         b = self.broker
         return RealKafka(b.bootstrap, b.version, b.cluster_id, b.sasl_bootstrap, b.ssl_bootstrap,
-                         b.tls.ca_file, dict(b.users), b.log_file, b.mode, _libs=libs)
+                         b.tls.ca_file, dict(b.users), b.log_file, b.mode, _libs=libs,
+                         proxied=(b.address("PROXIED"), b.ports["PROXY"]))
 
     def _external_kafka(self, spec: KafkaSpec) -> RealKafka:
         from kafka.admin import KafkaAdminClient

@@ -92,7 +92,7 @@ def test_request_log_has_one_json_line_per_request(tmp_path):
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     names = [line["api_name"] for line in lines]
     assert names.count("AlterClientQuotas") == 2  # validateOnly, then the alter
-    assert names.count("DescribeClientQuotas") == 2  # plan, then verify
+    assert names.count("DescribeClientQuotas") == 3  # plan, the check before the alter, verify
     alter = [line for line in lines if line["api_name"] == "AlterClientQuotas"]
     assert [a["validate_only"] for a in alter] == [True, False]
     assert all(a["entries"] == 1 and a["error_codes"] == [0] and a["api_version"] == 1 for a in alter)
