@@ -22,6 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from kqplan.core.entity import Entity, visible
@@ -410,15 +411,31 @@ class Sandbox(SaslMixin):
         path = self.config.state_file
         if path is None:
             return None
+        text = self._snapshot(staged.state)
         try:
-            write_atomically(path, snapshot_to_json(staged.state, self.cluster_id,
-                                                    kafka_version=self.config.flavor.release,
-                                                    mode=self.config.flavor.mode))
+            write_atomically(path, text)
         except OSError as exc:
-            return f"cannot write --state {visible(str(path))}: {_os_error(exc)}"
+            return f"cannot write --state {visible(str(path))}: {_os_error(exc)}" + self._put_back(path, text)
         except KqplanError as exc:  # a directory in the way, or none to write in: names the path
             return f"--state: {exc.message}"
         return None
+
+    def _snapshot(self, state: QuotaState) -> str:
+        return snapshot_to_json(state, self.cluster_id, kafka_version=self.config.flavor.release,
+                                mode=self.config.flavor.mode)
+
+    def _put_back(self, path: Path, refused: str) -> str:
+        """After a failed write: when the new file was renamed into place and only syncing its
+        directory failed, the file holds the alter being refused — write the committed state
+        back. What could not be undone, in words ('' when nothing is left to say)."""
+        try:
+            if path.read_bytes() != refused.encode():
+                return ""
+            write_atomically(path, self._snapshot(self.engine.state))
+        except OSError as exc:
+            return (f"; writing the previous state back failed too ({_os_error(exc)}): the file may "
+                    "hold the refused alter")
+        return "; the previous state was written back"
 
     def _record(self, header: apis.Header, conn: Connection, *, entries: int | None = None,
                 codes: tuple[int, ...] = (), validate_only: bool | None = None) -> None:

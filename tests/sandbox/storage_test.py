@@ -242,3 +242,42 @@ def test_a_seed_with_a_state_file_is_saved_before_the_first_request(tmp_path):
         assert read_snapshot(state) == (SMALL, "seeded-id")
     with sandbox_process(state, "kraft") as (_, bootstrap):
         assert describe(bootstrap) == SMALL
+
+
+@pytest.mark.parametrize("syncs_failing", [1, 2], ids=["written back", "cannot be written back"])
+def test_a_directory_that_cannot_be_synced_after_the_rename(tmp_path, monkeypatch, capsys, syncs_failing):
+    """The new file was renamed into place, then syncing its directory failed (EIO): the alter is
+    refused with a storage error, and the file must not keep what was refused — the previous
+    state is written back; when that fails too, the log says the file may hold the alter."""
+    import errno
+
+    import kqplan.files
+
+    state_file = tmp_path / "state.json"
+    write_snapshot(state_file, SMALL, "c")
+    real_sync = kqplan.files._sync_directory
+    failures = [syncs_failing]
+
+    def sync(directory: Path) -> None:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise OSError(errno.EIO, "Input/output error")
+        real_sync(directory)
+
+    with Sandbox.start(SandboxConfig(port=0, cluster_id="c", state_file=state_file)) as box:
+        monkeypatch.setattr(kqplan.files, "_sync_directory", sync)
+        config = config_from_properties("", bootstrap=box.bootstrap, source="t", env={})
+        with KafkaCluster(config) as cluster:
+            [result] = cluster.alter([Alteration(Entity.user("new"), (Op("producer_byte_rate", 5.0),))],
+                                     validate_only=False)
+            assert result.error_code == STORAGE_ERROR["kraft"][0]
+            assert cluster.describe() == SMALL  # the refused alter is never served
+    log = capsys.readouterr().err
+    assert f"cannot write --state {state_file}: [Errno 5] EIO: Input/output error" in log
+    on_disk, _ = read_snapshot(state_file)
+    if syncs_failing == 1:
+        assert "the previous state was written back" in log
+        assert on_disk == SMALL
+    else:
+        assert "writing the previous state back failed too" in log
+        assert "the file may hold the refused alter" in log
