@@ -329,3 +329,17 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
         _sync_directory(directory)
     for path in streams:
         _write_stream(path, files[path])
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` as plans, diagnostics and annotations show it: relative to the current directory
+    when it lies under it (an inventory layer, resolved against ``kqplan.toml``'s directory, is
+    absolute; in CI the current directory is the repository root, where annotations attach),
+    else unchanged. A path outside stays absolute rather than ``../..``: it then means the same
+    wherever the output is read."""
+    if not path.is_absolute():
+        return path
+    try:
+        return path.relative_to(Path.cwd())
+    except (ValueError, OSError):  # outside the current directory, or the directory is gone
+        return path

@@ -9,7 +9,8 @@ that ``kqplan --help`` and every start-up stay fast. The modules:
 - :mod:`~kqplan.cli.boundary`: the one error boundary (:func:`~kqplan.cli.boundary.run`);
 - :mod:`~kqplan.cli.options`: the option and argument types several commands share;
 - one module per group of commands, registering them on the app: :mod:`~kqplan.cli.plan`
-  (validate, plan, apply), :mod:`~kqplan.cli.cluster` (export, describe, alter, resolve),
+  (validate, plan, apply), :mod:`~kqplan.cli.show` (show a saved plan), :mod:`~kqplan.cli.cluster`
+  (init, export, describe, alter, resolve),
   :mod:`~kqplan.cli.sandbox`, :mod:`~kqplan.cli.manifests` (schema, fmt, import) and
   :mod:`~kqplan.cli.fleet` (the ``fleet`` sub-app);
 - :mod:`~kqplan.cli.main`: the console entry point, which imports every group module.

@@ -15,6 +15,7 @@ from kqplan.core.errors import KqplanError
 
 if TYPE_CHECKING:
     from kqplan.config.model import ClusterEntry, ProjectConfig
+    from kqplan.core.diagnostics import Diagnostic
 
 app = typer.Typer(
     name="kqplan",
@@ -41,14 +42,30 @@ def use_color() -> bool:
             and os.environ.get("TERM") != "dumb")
 
 
-def project_config(paths: Sequence[Path] = ()) -> ProjectConfig:
+def project_config(paths: Sequence[Path] = (), problems: list[Diagnostic] | None = None) -> ProjectConfig:
+    """The project's kqplan.toml (``problems``: its problems are added there, and the file returned
+    as far as it is valid, for a command that reports them beside its own — ``validate`` — else
+    they raise). An inventory layer that does not exist yet (KQP191) is reported by ``validate``
+    only: for the other commands it is an error where that layer is read (``manifest_paths``), and
+    export, import and init create it."""
     from kqplan.config.find import find_config, load_config  # pydantic: only when a command runs
+    from kqplan.config.model import MISSING_LAYER
+    from kqplan.core.diagnostics import DiagnosticsError
 
+    found: list[Diagnostic] = []
     explicit: Path | None = global_options["config"]
     if explicit is not None:
-        return load_config(explicit)
-    start = paths[0] if paths else Path.cwd()
-    return find_config(start if start.is_dir() else start.parent)
+        config = load_config(explicit, found)
+    else:
+        start = paths[0] if paths else Path.cwd()
+        config = find_config(start if start.is_dir() else start.parent, found)
+    if problems is not None:
+        problems.extend(found)
+        return config
+    refused = [d for d in found if d.code != MISSING_LAYER]
+    if refused:
+        raise DiagnosticsError(refused)
+    return config
 
 
 def use_config(config: Path | None) -> None:

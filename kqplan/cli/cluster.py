@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from kqplan.cli.app import app, choice, cluster_entry, console_streams, project_config, use_config
+from kqplan.cli.app import (
+    app,
+    choice,
+    cluster_entry,
+    console_streams,
+    global_options,
+    project_config,
+    use_config,
+)
 from kqplan.cli.boundary import run
 from kqplan.cli.options import (
     BootstrapOpt,
@@ -21,6 +29,45 @@ from kqplan.cli.options import (
     TimeoutOpt,
     target_of,
 )
+from kqplan.core.errors import KqplanError
+
+
+@app.command()
+def init(
+    cluster: Annotated[list[str] | None, typer.Option(
+        "--cluster", metavar="NAME=HOST:PORT",
+        help="A cluster to adopt (repeatable); without any, the clusters of the existing "
+             "kqplan.toml.")] = None,
+    command_config: CommandConfigOpt = None,
+    layers: Annotated[str, typer.Option(
+        "--layers", metavar="DIR", help="Where each cluster's layer goes: DIR/NAME.")] = "quotas",
+    split_by: Annotated[str, typer.Option("--split-by", help="none | user", metavar="HOW")] = "none",
+    timeout: TimeoutOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Adopt clusters: write kqplan.toml with each cluster's id and export each into its own layer."""
+    from kqplan.commands.init import init_command, parse_cluster
+    from kqplan.config.model import ProjectConfig
+    from kqplan.manifest.export import SplitBy
+
+    use_config(config)
+
+    def body() -> int:
+        from kqplan.cli.options import start_timeout
+
+        start_timeout(timeout)
+        clusters = [parse_cluster(c) for c in cluster or []]
+        if clusters and global_options["config"] is not None:
+            raise KqplanError("--config names an inventory to read; with --cluster, init writes "
+                              "./kqplan.toml",
+                              hint="give --cluster NAME=HOST:PORT or --config FILE, not both")
+        # with --cluster the inventory is new: a kqplan.toml further up is not this project's
+        project = ProjectConfig() if clusters else project_config()
+        root = project.source.parent if project.source is not None else Path.cwd()
+        return init_command(clusters, project, root=root, command_config=command_config, layers=layers,
+                            split_by=choice(SplitBy, split_by, "--split-by"), streams=console_streams())
+
+    return run(body)
 
 
 @app.command()
@@ -52,11 +99,12 @@ def export(
 
     def body() -> int:
         project = project_config()
+        entry = cluster_entry(cluster, project)
         target = target_of(state, bootstrap_server, command_config, sandbox, timeout).within(
-            project.max_input_bytes).or_cluster(cluster_entry(cluster, project))
+            project.max_input_bytes).or_cluster(entry)
         return export_command(target, out=out, split_by=choice(SplitBy, split_by, "--split-by"),
                               fmt=choice(ExportFormat, fmt, "--format"), streams=console_streams(),
-                              force=force, adopt=not no_ownership)
+                              force=force, adopt=not no_ownership, entry=entry)
 
     return run(body)
 

@@ -20,6 +20,7 @@ from kqplan.cli.options import (
     PathsArg,
     SandboxOpt,
     StateOpt,
+    TimeoutOpt,
     target_of,
 )
 from kqplan.core.errors import ExitCode, KqplanError
@@ -62,10 +63,14 @@ def fmt(
     paths: PathsArg,
     check: Annotated[bool, typer.Option(
         "--check", help="Write nothing; list files that are not canonical and exit 1 if any.")] = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Show the changes as a unified diff.")] = False,
+    diff: Annotated[bool, typer.Option(
+        "--diff", help="Write nothing; show the changes as a unified diff (with --check: exit 1 if "
+        "any). Unlike terraform fmt -diff, which also writes.")] = False,
     config: ConfigOpt = None,
 ) -> int:
-    """Rewrite manifests in canonical form (key order, units, quoting), keeping comments."""
+    """Rewrite manifests in canonical form (key order, units, quoting), keeping comments.
+
+    --check and --diff write nothing."""
     from kqplan.commands.fmt import fmt_command
 
     use_config(config)
@@ -81,12 +86,14 @@ def import_(
     defaults: DefaultsOpt = None,
     all_unmanaged: Annotated[bool, typer.Option(
         "--all-unmanaged", help="Every cluster entity no manifest lists and no scope covers.")] = False,
-    split_by: Annotated[str, typer.Option(
-        "--split-by", metavar="HOW", help="none | user: the file a new entity goes to (as export)")] = "none",
+    split_by: Annotated[str | None, typer.Option(
+        "--split-by", metavar="HOW", help="none | user: the file a new entity goes to (as export; "
+        "default: the layout found in DIR)")] = None,
     state: StateOpt = None,
     bootstrap_server: BootstrapOpt = None,
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
     cluster: ClusterOpt = None,
     config: ConfigOpt = None,
 ) -> int:
@@ -102,9 +109,9 @@ def import_(
         wanted = [entity_from_flags(names, defaults, custom=project.custom_entity_types)] \
             if names or defaults else []
         entry = cluster_entry(cluster, project)
-        target = target_of(state, bootstrap_server, command_config, sandbox).or_cluster(entry)
+        target = target_of(state, bootstrap_server, command_config, sandbox, timeout).or_cluster(entry)
         return import_command(directory, wanted, target, project, all_unmanaged=all_unmanaged,
-                              split_by=choice(SplitBy, split_by, "--split-by"), streams=console_streams(),
-                              layers=entry.manifests if entry is not None else ())
+                              split_by=choice(SplitBy, split_by, "--split-by") if split_by else None,
+                              streams=console_streams(), entry=entry)
 
     return run(body)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +32,24 @@ from kqplan.cli.options import (
     TimeoutOpt,
     target_of,
 )
+from kqplan.core.errors import KqplanError
+
+if TYPE_CHECKING:
+    from kqplan.core.diagnostics import Diagnostic
+
+
+@contextmanager
+def config_first(problems: list[Diagnostic]) -> Iterator[None]:
+    """A cluster or its layers missing from a kqplan.toml with problems: the file's problems are
+    the error (they say why), not the missing cluster."""
+    try:
+        yield
+    except KqplanError:
+        if not problems:
+            raise
+        from kqplan.core.diagnostics import DiagnosticsError
+
+        raise DiagnosticsError(problems) from None
 
 
 @app.command()
@@ -52,11 +72,15 @@ def validate(
 
     def body() -> int:
         given = paths or []
-        project = project_config(given)
-        entry = cluster_entry(cluster, project)
-        return command(manifest_paths(given, entry), project,
+        problems: list[Diagnostic] = []  # kqplan.toml's, reported with the manifests' in one run
+        project = project_config(given, problems)
+        with config_first(problems):
+            entry = cluster_entry(cluster, project)
+            found = manifest_paths(given, entry, missing_ok=True)  # a missing one is KQP191 here
+        return command(found, project,
                        fmt=choice(DiagnosticFormat, fmt, "--format"), strict=strict,
-                       streams=console_streams(), related=related, profile=declared_profile(entry))
+                       streams=console_streams(), related=related, profile=declared_profile(entry),
+                       config_problems=problems)
 
     return run(body, json_errors=fmt == "json")
 
@@ -92,6 +116,7 @@ def plan(
 ) -> int:
     """Show what apply would change: manifests against one describe of the cluster."""
     from kqplan.commands.plan import plan as command
+    from kqplan.config.model import MISSING_LAYER
     from kqplan.pipeline.guarded import Guardrails
     from kqplan.render.formats import Format
 
@@ -100,7 +125,17 @@ def plan(
 
     def body() -> int:
         given = paths or []
-        project = project_config(given)
+        problems: list[Diagnostic] = []
+        project = project_config(given, problems)
+        # another cluster's layer not written yet is validate's to report; this one's, manifest_paths'
+        problems = [p for p in problems if p.code != MISSING_LAYER]
+        if problems:  # refused before any cluster is asked, with the manifests' problems beside
+            from kqplan.pipeline.guarded import config_refusal
+            from kqplan.pipeline.inputs import manifest_paths
+
+            with config_first(problems):
+                found = manifest_paths(given, cluster_entry(cluster, project))
+            raise config_refusal(problems, found, project)
         return command(
             given, target_of(state, bootstrap_server, command_config, sandbox, timeout), project,
             fmt=Format.MARKDOWN if github else choice(Format, fmt, "--format"), out=out,

@@ -273,7 +273,8 @@ class KafkaCluster:
                     raise
                 if no_more(attempt, pause):
                     # say what was really waited: each attempt has its own request timeout
-                    exc.message = (f"{exc.message}; gave up after {attempt} attempt{'s' if attempt > 1 else ''} "
+                    tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+                    exc.message = (f"{exc.message}; gave up after {tries} "
                                    f"({time.monotonic() - started:.1f} s in all)")
                     exc.args = (exc.message,)
                     raise

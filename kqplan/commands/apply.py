@@ -22,7 +22,7 @@ from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import ClusterRef, Plan
 from kqplan.core.report import ApplyReport, RunStatus
-from kqplan.files import DEFAULT_INPUT_LIMIT, check_writable, read_bounded, write_atomically
+from kqplan.files import check_writable, write_atomically
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
     Guardrails,
@@ -34,17 +34,13 @@ from kqplan.pipeline.guarded import (
 )
 from kqplan.pipeline.inputs import manifest_paths
 from kqplan.pipeline.target import Target, open_cluster
-from kqplan.planfile.codec import loads_plan, plan_to_json
+from kqplan.planfile.codec import plan_to_json
+from kqplan.planfile.file import read_plan
 from kqplan.render.apply import render_apply, report_to_json
 from kqplan.render.escape import terminal
 from kqplan.render.text import render_text
 
 CONFIRM_WORD = "yes"
-
-
-def read_plan(path: Path, *, limit: int = DEFAULT_INPUT_LIMIT) -> Plan:
-    """``apply --plan FILE``: a regular file of at most ``limit`` bytes (``[limits] max-input-mib``)."""
-    return loads_plan(read_bounded(path, what="saved plan", limit=limit), source=str(path))
 
 
 def confirm(plan: Plan, streams: Streams, *, auto_approve: bool) -> bool:

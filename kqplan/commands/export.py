@@ -5,11 +5,13 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
+from kqplan.config.model import ClusterEntry
 from kqplan.console import Streams
 from kqplan.core.entity import visible
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.files import checked_input, inside, read_bounded, write_all, write_atomically
 from kqplan.manifest.export import ExportFile, SplitBy, export, export_source, exported_from
+from kqplan.pipeline.guarded import check_inventory_id
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.snapshot.codec import snapshot_to_json
 
@@ -120,11 +122,14 @@ def write_files(out: Path, files: list[ExportFile], *, force: bool, split: bool,
 
 
 def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: ExportFormat,
-                   streams: Streams, force: bool = False, adopt: bool = True) -> int:
+                   streams: Streams, force: bool = False, adopt: bool = True,
+                   entry: ClusterEntry | None = None) -> int:
+    """``entry``: ``--cluster NAME``: its name is the guard the manifests get (``cluster: NAME``)."""
     if out is not None and fmt is ExportFormat.JSON and out.is_dir():
         raise KqplanError(f"--out {out} is a directory; --format json writes one snapshot file")
     with open_cluster(target) as cluster:
         ident = cluster.identity()
+        check_inventory_id(entry, ident.cluster_id, ident.address)
         state = cluster.describe()
     if fmt is ExportFormat.JSON:
         text = snapshot_to_json(state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode)
@@ -138,7 +143,8 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
                                   hint="check that its directory exists and is writable") from None
             streams.warn(f"Wrote a snapshot of {len(state)} entities to {visible(str(out))}.")
         return ExitCode.OK
-    files, skipped = export(state, ident.cluster_id, split_by=split_by, adopt=adopt)
+    files, skipped = export(state, ident.cluster_id, split_by=split_by, adopt=adopt,
+                            name=entry.name if entry is not None else None)
     for s in skipped:
         streams.warn(f"warning: {s.entity.display} {s.key}={s.value!r} is not exported: {s.reason} "
                      "(noted in a comment in the file)")

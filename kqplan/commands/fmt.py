@@ -1,4 +1,5 @@
-"""``kqplan fmt [--check] [--diff] PATH...``: rewrite manifests in canonical form, comments kept."""
+"""``kqplan fmt [--check] [--diff] PATH...``: rewrite manifests in canonical form, comments kept;
+``--check`` and ``--diff`` only say what would change."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ def is_manifest(text: str) -> bool:
 
 def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, diff: bool,
                 streams: Streams) -> int:
-    """Exit 1 with ``--check`` when a file is not canonical, or when a file cannot be read."""
+    """Rewrite every manifest not in canonical form and name it. ``check`` and ``diff`` write
+    nothing (a preview, as black's and ruff's ``--diff`` and ``gofmt -d``; terraform's ``fmt -diff``
+    also writes): ``check`` names each file that would change and exits 1 if any, ``diff`` prints
+    how it would change (a unified diff), both together print the diff and exit 1. Exit 1 too
+    when a file cannot be read."""
     from ruamel.yaml.error import YAMLError
 
-    from kqplan.manifest.compile import load_desired
     from kqplan.manifest.fmt import format_text
     from kqplan.manifest.loader import discover
 
@@ -43,19 +47,26 @@ def fmt_command(paths: Sequence[Path], config: ProjectConfig, *, check: bool, di
             continue
         if new == text:
             continue
-        before = load_desired([path], config).quotas
         changed += 1
         if diff:
             streams.print("".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
                                                        f"{path}", f"{path} (formatted)")), end="")
-        if check:
-            if not diff:
-                streams.print(terminal(str(path)))
-            continue
-        write_atomically(path, new)
-        if load_desired([path], config).quotas != before:  # never change meaning
-            write_atomically(path, text)
-            raise KqplanError(f"{path}: formatting would change what the manifest asks for; left as it was",
-                              hint="please report this as a kqplan bug")
-        streams.print(terminal(str(path)))
+        elif check:
+            streams.print(terminal(str(path)))
+        else:
+            _rewrite(path, text, new, config)
+            streams.print(terminal(str(path)))
     return ExitCode.ERROR if check and changed else ExitCode.OK
+
+
+def _rewrite(path: Path, text: str, new: str, config: ProjectConfig) -> None:
+    """Write ``new`` over ``path`` (its ``text``), and put ``text`` back if the manifest then asks
+    for anything else: ``fmt`` never changes meaning."""
+    from kqplan.manifest.compile import load_desired
+
+    before = load_desired([path], config).quotas
+    write_atomically(path, new)
+    if load_desired([path], config).quotas != before:
+        write_atomically(path, text)
+        raise KqplanError(f"{path}: formatting would change what the manifest asks for; left as it was",
+                          hint="please report this as a kqplan bug")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kqplan.commands.export import write_failure
-from kqplan.config.model import ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.desired import DesiredState
 from kqplan.core.entity import Entity
@@ -45,25 +45,31 @@ def _write(directory: Path, texts: dict[Path, str]) -> None:
 
 
 def import_command(directory: Path, wanted: Sequence[Entity], target: Target, config: ProjectConfig, *,
-                   all_unmanaged: bool, split_by: SplitBy, streams: Streams,
-                   layers: Sequence[Path] = ()) -> int:
-    """``layers``: the manifest layers ``directory`` belongs to (an inventory cluster's); an entity
-    listed only in another layer gets an ``override: true`` entry in ``directory``."""
+                   all_unmanaged: bool, split_by: SplitBy | None, streams: Streams,
+                   entry: ClusterEntry | None = None) -> int:
+    """``entry``: ``--cluster NAME``, whose layers ``directory`` may be one of (an entity listed
+    only in another layer gets an ``override: true`` entry in ``directory``; a layer not written
+    yet is created). ``split_by``: None follows the layout found in ``directory``. New files are
+    guarded as the manifests are (``cluster:``), else to ``NAME``, else to the cluster's id."""
     from kqplan.manifest.yamlio import dump_rt, entity_entry, load_rt, new_document, set_quotas
-    from kqplan.pipeline.guarded import load_checked
+    from kqplan.pipeline.guarded import check_inventory_id, load_checked
 
     if bool(wanted) == all_unmanaged:
         raise KqplanError("give --names/--defaults (one entity) or --all-unmanaged",
                           hint="e.g. kqplan import --names user=mallory manifests/")
-    if not directory.is_dir():
-        raise KqplanError(f"{directory} is not a directory of manifests",
-                          hint="import writes into the manifests directory (export --out DIR makes one)")
     here = directory.resolve()
-    desired = load_checked(layers if here in [p.resolve() for p in layers] else [directory], config,
-                           streams)
+    layers = [layer for layer in (entry.manifests if entry is not None else ()) if layer.exists()]
+    is_layer = entry is not None and here in [p.resolve() for p in entry.manifests]
+    if not directory.is_dir() and not (is_layer and not directory.exists()):
+        raise KqplanError(f"{terminal(str(directory))} is not a directory of manifests",
+                          hint="import writes into the manifests directory (export --out DIR makes one)")
+    desired = load_checked(layers if is_layer else [directory], config, streams)
+    split_by = split_by if split_by is not None else SplitBy.found_in(directory)
     with open_cluster(target.within(config.max_input_bytes)) as cluster:
         ident = cluster.identity()
+        check_inventory_id(entry, ident.cluster_id, ident.address)
         actual = cluster.describe()
+    guard = desired.cluster_guard or (entry.name if entry is not None else None)
     entities = unmanaged(desired, actual) if all_unmanaged else list(wanted)
     missing = [e.display for e in entities if e not in actual]
     if missing:
@@ -83,9 +89,9 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
         if origin is not None and listed_here:
             path = Path(origin.source.path)
             doc, _ = edits.get(path) or edits.setdefault(path, load_rt(path))
-            entry = doc["entities"][origin.loc[1]]
-            removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if entry.get("override") else ()
-            notes = set_quotas(entry, quotas, removed=removed)
+            item = doc["entities"][origin.loc[1]]
+            removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if item.get("override") else ()
+            notes = set_quotas(item, quotas, removed=removed)
             report.append(f"  ~ {entity.display} updated in {path}" + "".join(f"; {n}" for n in notes))
             continue
         override = origin is not None  # listed in another layer: override it here
@@ -99,7 +105,7 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
             report.append(f"  + {entity.display} added to {terminal(str(path))}"
                           + (" (override)" if override else ""))
         elif override:
-            doc, _ = edits.setdefault(path, new_document(path, ident.cluster_id))
+            doc, _ = edits.setdefault(path, new_document(path, ident.cluster_id, guard))
             doc["entities"].append(entity_entry(entity, quotas, override=True, removed=removed))
             report.append(f"  + {entity.display} added to {terminal(str(path))} (new file, override)")
         else:
@@ -107,7 +113,7 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
             report.append(f"  + {entity.display} added to {terminal(str(path))} (new file)")
     texts = {path: dump_rt(doc, yaml) for path, (doc, yaml) in edits.items()}
     for path, new in created.items():
-        files, _ = export({e: actual[e] for e in new}, ident.cluster_id, split_by=SplitBy.NONE)
+        files, _ = export({e: actual[e] for e in new}, ident.cluster_id, split_by=SplitBy.NONE, name=guard)
         texts[path] = files[0].text
     _write(directory, texts)
     streams.print(f"Imported {len(entities)} entit{'y' if len(entities) == 1 else 'ies'} from "

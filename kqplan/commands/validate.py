@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.core.diagnostics import Diagnostic, render_text
+from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, render_text
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.versions import ClusterProfile
 from kqplan.files import read_bounded
@@ -31,14 +31,17 @@ RENDER = {DiagnosticFormat.TEXT: render_text, DiagnosticFormat.JSON: render_json
 def _check(paths: Sequence[Path], config: ProjectConfig,
            profile: ClusterProfile) -> tuple[list[Diagnostic], int, int]:
     """Diagnostics (lint included when valid), entities and files of one manifest set."""
+    from kqplan.core.lint import lint, name_warnings
+
     desired = load_desired(paths, config)
     diags = list(desired.diagnostics)
     if not desired.errors:
-        from kqplan.core.lint import lint
         from kqplan.core.versions import diagnostics as version_diagnostics
 
         diags += version_diagnostics(desired, profile)  # a declared mode/version (inventory)
-        diags += lint(desired)  # shadowing and `User:` names: only meaningful on a valid state
+        diags += lint(desired)  # shadowing: only meaningful on a valid state; names
+    else:
+        diags += name_warnings(desired)  # each name alone: as meaningful beside errors
     return diags, len(desired.quotas), desired.files
 
 
@@ -55,9 +58,13 @@ def _maybe_manifest(path: Path, limit: int) -> bool:
 
 def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFormat,
              strict: bool, streams: Streams, related: bool = False,
-             profile: ClusterProfile = UNKNOWN_PROFILE) -> int:
+             profile: ClusterProfile = UNKNOWN_PROFILE,
+             config_problems: Sequence[Diagnostic] = ()) -> int:
     """Exit 1 on any error (or, with ``strict``, any warning). ``related`` (pre-commit): each path
-    is a changed file, validated with the manifest set it belongs to; other YAML is skipped."""
+    is a changed file, validated with the manifest set it belongs to; other YAML is skipped.
+    ``config_problems``: kqplan.toml's (``config`` is the file as far as it is valid): the run
+    fails as on any bad kqplan.toml (DiagnosticsError, on stderr), with the manifests' problems
+    after the file's, so one run shows every one."""
     if related:
         from kqplan.manifest.related import manifest_sets
 
@@ -71,6 +78,8 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
         found, n, f = _check(manifest_set, config, profile)
         diags += [d for d in found if d not in diags]
         entities, files = entities + n, files + f
+    if config_problems:
+        raise DiagnosticsError([*config_problems, *diags])
     errors = sum(d.is_error for d in diags)
     warnings = len(diags) - errors
     if fmt is DiagnosticFormat.JSON:

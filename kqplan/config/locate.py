@@ -78,9 +78,9 @@ def _locate(text: str, loc: Sequence[str | int]) -> tuple[int, int]:
 
 
 def config_error(path: Path, text: str, loc: Sequence[str | int], message: str,
-                  hint: str | None = None) -> Diagnostic:
+                  hint: str | None = None, *, code: str = CONFIG_ERROR) -> Diagnostic:
     line, col = _locate(text, loc)
-    return Diagnostic(CONFIG_ERROR, message, Span(str(path), line, col), hint=hint)
+    return Diagnostic(code, message, Span(str(path), line, col), hint=hint)
 
 
 def where(loc: Sequence[str | int]) -> str:

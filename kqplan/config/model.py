@@ -51,6 +51,9 @@ from kqplan.core.policy import Policy
 
 CONFIG_NAME = "kqplan.toml"
 CONFIG_ERROR = "KQP190"
+MISSING_LAYER = "KQP191"
+"""An inventory layer that does not exist yet: an error, except for the commands that create it
+(``export --out``, ``import``, ``init``)."""
 """Any problem in kqplan.toml: unknown key, wrong type, bad value."""
 
 
@@ -92,6 +95,13 @@ class ProjectConfig:
         """A manifest's ``cluster:`` value as a cluster id (names map through the inventory)."""
         entry = self.clusters.get(guard)
         return entry.id if entry is not None and entry.id is not None else guard
+
+    def cluster_name_for(self, guard: str) -> str | None:
+        """The inventory name a ``cluster:`` guard means: itself, or the cluster whose ``id`` it
+        is (a name and its id are one guard); None when it is neither."""
+        if guard in self.clusters:
+            return guard
+        return next((e.name for e in self.clusters.values() if e.id == guard), None)
 
     def cluster(self, name: str) -> ClusterEntry:
         """The inventory entry ``name``; a KqplanError naming the choices when there is none."""

@@ -6,21 +6,25 @@ A file of the usual shape is checked by hand (:func:`plain_document`) and never 
 accept goes through the pydantic schema in :mod:`kqplan.config.schema`, which decides and locates
 every problem. The plain check accepts only what the schema accepts, with the same result
 (tests/config/plain_test.py checks both on generated files).
+
+One run finds every problem it can (:func:`check_config`): a wrong value is reported and its
+default taken in its place, so the checks after it (layers, units, quota keys) still run, and a
+command that can go on with the rest (``validate``) reports the manifests' problems beside them.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kqplan.config.locate import config_error
-from kqplan.config.model import ClusterEntry, ProjectConfig
-from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, did_you_mean
+from kqplan.config.model import CONFIG_ERROR, MISSING_LAYER, ClusterEntry, ProjectConfig
+from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, Span, did_you_mean, sort_key
 from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER, visible
-from kqplan.core.errors import KqplanError
 from kqplan.core.filenames import component_problem
 from kqplan.core.policy import DEFAULT_MAX_DELETE, DEFAULT_MAX_DELETE_PERCENT, KeyBounds, Policy
 from kqplan.core.quotas import QUOTA_KEYS
@@ -169,6 +173,8 @@ def _entry(base: Path, name: str, raw: str | dict[str, Any]) -> ClusterEntry:
 
 
 def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[Diagnostic]) -> None:
+    """The inventory's rules across fields; what is wrong is left out of ``doc`` (a bad mode, a
+    layer that does not exist or is listed twice), so the rest can still be used."""
     for name, raw in doc["clusters"].items():
         if isinstance(raw, str):
             continue
@@ -184,26 +190,37 @@ def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[D
             problems.append(config_error(path, text, (*loc, "mode"),
                                          f"cluster '{name}': mode must be kraft or zookeeper, "
                                          f"not '{raw['mode']}'"))
+            raw["mode"] = None
+        kept: list[str] = []
         for i, layer in enumerate(raw["manifests"]):
-            if not (path.parent / layer).exists():
+            if not (path.parent / layer).exists():  # kept: export, import and init create it
                 problems.append(config_error(path, text, (*loc, "manifests"),
                                              f"cluster '{name}': manifests layer '{layer}' does not "
-                                             "exist", f"paths are relative to {path.parent}"))
-            if raw["manifests"].index(layer) != i:
+                                             "exist", f"paths are relative to {path.parent}; "
+                                             f"`kqplan export --cluster {name} --out {layer}` "
+                                             "writes it from the cluster", code=MISSING_LAYER))
+                kept.append(layer)
+            elif raw["manifests"].index(layer) != i:
                 problems.append(config_error(path, text, (*loc, "manifests"),
                                              f"cluster '{name}': layer '{layer}' is listed twice"))
+            else:
+                kept.append(layer)
+        raw["manifests"] = kept
 
 
 def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[str],
             problems: list[Diagnostic]) -> Policy:
     raw = doc["policy"]
     known_keys = set(QUOTA_KEYS) | custom_keys
+    required = []
     for key in raw["required-keys"]:
-        if key not in known_keys:
-            guess = did_you_mean(key, known_keys)
-            problems.append(config_error(path, text, ("policy", "required-keys"),
-                                         f"policy.required-keys: unknown quota key '{key}'",
-                                         f"did you mean '{guess}'?" if guess else None))
+        if key in known_keys:
+            required.append(key)
+            continue
+        guess = did_you_mean(key, known_keys)
+        problems.append(config_error(path, text, ("policy", "required-keys"),
+                                     f"policy.required-keys: unknown quota key '{key}'",
+                                     f"did you mean '{guess}'?" if guess else None))
     defaults: list[tuple[str, ...]] = []
     for spec in raw["required-defaults"]:
         types = tuple(t.strip() for t in spec.split(","))
@@ -228,45 +245,73 @@ def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[s
         if low is not None and high is not None and low > high:
             problems.append(config_error(path, text, ("policy", "keys", key),
                                          f"policy.keys.{key}: min is above max"))
+            continue
         bounds.append(KeyBounds(key, low, high))
-    return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(raw["required-keys"]),
+    return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(required),
                   tuple(defaults), tuple(raw["required-labels"]), tuple(bounds), raw["allow-unmanaged"],
                   path)
+
+
+_TOML_PLACE = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def _syntax_error(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> Diagnostic:
+    """A TOML syntax error, located as ``tomllib`` says (``(at line 3, column 5)``)."""
+    message = str(exc)
+    place = _TOML_PLACE.search(message)
+    if place is not None:
+        line, column = int(place.group(1)), int(place.group(2))
+        message = message[:place.start()]
+    else:  # "(at end of document)"
+        line, column = max(1, len(text.splitlines())), 1
+        message = message.removesuffix(" (at end of document)") + " at the end of the file"
+    return Diagnostic(CONFIG_ERROR, f"invalid TOML: {message}", Span(str(path), line, column),
+                      hint="kqplan.toml is TOML (https://toml.io): fix the syntax here; strings are "
+                      "in double quotes, tables are [name]")
 
 
 def read_config(path: Path) -> ProjectConfig:
     """Read and validate a ``kqplan.toml``; every problem located (DiagnosticsError). The file
     goes through the bounded reader: a FIFO or a device is refused, never read until it ends."""
+    config, problems = check_config(path)
+    if problems:
+        raise DiagnosticsError(problems)
+    return config
+
+
+def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
+    """A ``kqplan.toml`` as far as it is valid, and every problem in it, in the order of the file:
+    a wrong value is reported and its default used in its place (a cluster whose name cannot be
+    one, or a layer that does not exist, is left out), so one run reports all of them."""
     from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded_text
 
     text = read_bounded_text(path, what="config file", limit=DEFAULT_INPUT_LIMIT)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise KqplanError(f"{path}: invalid TOML: {exc}") from None
+        return ProjectConfig(source=path), [_syntax_error(path, text, exc)]
     doc = plain_document(raw)
-    if doc is None:
-        from kqplan.config.schema import validate_document
-
-        doc = validate_document(path, text, raw)
     problems: list[Diagnostic] = []
+    if doc is None:
+        from kqplan.config.schema import checked_document
+
+        doc, problems = checked_document(path, text, raw)
     custom = doc["custom"]
     clash = set(custom["entity-types"]) & set(BUILTIN_TYPES)
     if clash:
         problems.append(config_error(path, text, ("custom", "entity-types"),
                                      f"custom.entity-types redeclares built-in type(s) {sorted(clash)}"))
+    types = frozenset(custom["entity-types"]) - clash
     clash = set(custom["keys"]) & set(QUOTA_KEYS)
     if clash:
         problems.append(config_error(path, text, ("custom", "keys"),
                                      f"custom.keys redeclares built-in key(s) {sorted(clash)}"))
+    custom_keys = frozenset(custom["keys"]) - clash
     _check_clusters(path, text, doc, problems)
-    custom_keys = frozenset(custom["keys"])
     policy = _policy(path, text, doc, custom_keys, problems)
-    if problems:
-        raise DiagnosticsError(problems)
     base = path.parent.resolve()
-    return ProjectConfig(
-        custom_entity_types=frozenset(custom["entity-types"]),
+    config = ProjectConfig(
+        custom_entity_types=types,
         custom_keys=custom_keys,
         clusters={name: _entry(base, name, raw) for name, raw in doc["clusters"].items()},
         policy=policy,
@@ -274,3 +319,4 @@ def read_config(path: Path) -> ProjectConfig:
         max_input_bytes=doc["limits"]["max-input-mib"] * 1024 * 1024,
         source=path,
     )
+    return config, sorted(problems, key=sort_key)

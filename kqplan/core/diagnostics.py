@@ -1,10 +1,11 @@
 """Diagnostics: located problems in user input, collected and rendered the way ruff does.
 
 ``path:line:col: error[KQP102] entity {user=a} is listed twice`` then ``= note:`` and
-``= help:`` lines. Codes are stable and documented in the README; tests assert whole rendered
-strings. The concise text form lives here (it is the message of :class:`DiagnosticsError`); the
-JSON and GitHub forms are views, in :mod:`kqplan.render.diagnostics`. A problem found in parsed
-data starts as a :class:`Pending` (a data path) and is placed by :func:`locate`.
+``= help:`` lines. Codes are stable, each explained on its page (:func:`doc_url`); tests assert
+whole rendered strings. The concise text form lives here (it is the message of
+:class:`DiagnosticsError`); the JSON and GitHub forms are views, in :mod:`kqplan.render.diagnostics`.
+A problem found in parsed data starts as a :class:`Pending` (a data path) and is placed by
+:func:`locate`.
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ class DiagnosticsError(KqplanError):
         self.diagnostics = tuple(diagnostics)
         errors = sum(d.is_error for d in self.diagnostics)
         super().__init__(render_text(self.diagnostics) + f"\nFound {errors} error(s).")
+
+
+DOCS = "https://kqplan.dev/diagnostics/"
+"""Where each code's page is published (mkdocs.yml's ``site_url``; the pages are
+``docs/diagnostics/KQPnnn.md``)."""
+
+
+def doc_url(code: str) -> str:
+    """The page that explains ``code``, its rule, an example and the fix (mkdocs' directory URLs:
+    ``docs/diagnostics/KQP110.md`` is served at ``…/diagnostics/KQP110/``)."""
+    return f"{DOCS}{code}/"
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

@@ -9,17 +9,22 @@ principal with a non-empty client-id and, at the two levels that also serve an e
 client-id (``{user=U}``, ``{user=<default>}``), for one without: an entry beaten only for
 non-empty client-ids still applies to clients that send none, and gets its own warning.
 
-**``User:`` prefixes.** Kafka matches ``principal.getName``, which has no ``User:`` prefix.
+**Names.** Kafka matches ``principal.getName``, which has no ``User:`` prefix (KQP172). Its
+default entity is spelled exactly ``<default>``: ``default``, ``<Default>`` or ``"<default >"`` is
+a name like any other (KQP173). And an entity name is never a pattern: ``*`` or ``.*`` matches
+only a client literally called so (KQP174). All three are legal names, so they are warnings, and
+each looks at one name alone: :func:`name_warnings` is meaningful on manifests with errors too.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import Diagnostic, Pending, Severity, locate, sort_key
-from kqplan.core.entity import CLIENT_ID, USER, Entity
+from kqplan.core.entity import CLIENT_ID, DEFAULT_NAME, IP, USER, Entity, visible
 from kqplan.core.resolve import CLIENT_LEVELS, Level, Match, QuotaIndex, level_of
 from kqplan.core.state import QuotaState
 
@@ -30,6 +35,18 @@ EMPTY_CLIENT_ID_ONLY = "KQP171"
 USER_PREFIX = "KQP172"
 """A user name written with Kafka's ``User:`` principal-type prefix."""
 PRINCIPAL_PREFIX = "User:"
+DEFAULT_NEAR_MISS = "KQP173"
+"""A name that looks like Kafka's ``<default>`` but is not it (``default``, ``<Default>``)."""
+WILDCARD_NAME = "KQP174"
+"""A name made only of wildcard characters (``*``, ``.*``): Kafka has no wildcard."""
+
+_WRAPPING = " \t<>[]{}()\"'`"
+"""What a near-miss of ``<default>`` may be wrapped in, or padded with."""
+_WILDCARDS = frozenset("*.%?+")
+_SUSPECT = frozenset((*_WRAPPING, *_WILDCARDS, "d", "D", "U"))
+"""The first character of every name :func:`name_mistake` may warn about: the rest are let go
+at one lookup (100k names)."""
+_EVERY = {USER: "every user", CLIENT_ID: "every client-id", IP: "every address"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,29 +143,68 @@ def _shadow_diagnostic(desired: DesiredState, s: Shadowing) -> Diagnostic | None
         hint=_shadow_hint(s), severity=Severity.WARNING, related=related))
 
 
-def _prefix_diagnostics(desired: DesiredState, only: Collection[Entity] | None) -> list[Diagnostic]:
+def _near_default(name: str) -> bool:
+    """``default``, ``<Default>``, ``"<default >"``, ``<defualt>``: not Kafka's ``<default>``."""
+    if name == DEFAULT_NAME:  # written escaped (``\\<default>``): the literal name, on purpose
+        return False
+    inner = name.strip(_WRAPPING).casefold()
+    if inner == "default":
+        return True
+    return name[:1] == "<" and name[-1:] == ">" and \
+        difflib.SequenceMatcher(None, inner, "default").ratio() >= 0.75
+
+
+def name_mistake(entity_type: str, name: str) -> tuple[str, str, str] | None:
+    """The likely mistake in one name, as (code, message, hint), or None."""
+    if entity_type == USER and name.startswith(PRINCIPAL_PREFIX):
+        return (USER_PREFIX, f"user '{visible(name)}' will never match: Kafka compares the principal "
+                f"name without the '{PRINCIPAL_PREFIX}' prefix",
+                f"write `user: {visible(name.removeprefix(PRINCIPAL_PREFIX))}`")
+    if name[:1] not in _SUSPECT or entity_type not in _EVERY:
+        return None
+    every = _EVERY[entity_type]
+    if _near_default(name):
+        return (DEFAULT_NEAR_MISS, f"{entity_type} '{visible(name)}' is a name, not the default "
+                f"{entity_type}: Kafka's default entity is spelled exactly {DEFAULT_NAME}",
+                f"write `{entity_type}: {DEFAULT_NAME}` for {every} without an entry of its own "
+                f"(keep '{visible(name)}' only if one is really named so)")
+    stripped = name.strip()
+    if stripped and set(stripped) <= _WILDCARDS and set(stripped) - {"."}:
+        return (WILDCARD_NAME, f"{entity_type} '{visible(name)}' is a name, not a wildcard: Kafka "
+                f"has no wildcards in quota entities, this matches only the {entity_type} named "
+                f"'{visible(name)}'",
+                f"write `{entity_type}: {DEFAULT_NAME}` for {every} without an entry of its own, "
+                f"or list each {entity_type} by name")
+    return None
+
+
+def name_warnings(desired: DesiredState, only: Collection[Entity] | None = None) -> list[Diagnostic]:
+    """``User:`` prefixes (KQP172), near-misses of ``<default>`` (KQP173) and wildcard names
+    (KQP174), at the name; each judges one name alone, so they hold for manifests with errors
+    too (every entry that compiled)."""
     out = []
     for entity in desired.origins if only is None else only:  # the name first: 100k entities
-        if not entity:
-            continue
-        entity_type, name = entity[0]  # a user is always the first pair
-        if entity_type != USER or name is None or not name.startswith(PRINCIPAL_PREFIX):
-            continue
-        origin = desired.origins.get(entity)
-        if origin is None:
-            continue
-        bare = name.removeprefix(PRINCIPAL_PREFIX)
-        out.append(locate(origin.source, Pending(
-            USER_PREFIX, f"user '{name}' will never match: Kafka compares the principal name "
-            f"without the '{PRINCIPAL_PREFIX}' prefix", (*origin.loc, USER),
-            hint=f"write `user: {bare}`", severity=Severity.WARNING)))
-    return out
+        for entity_type, name in entity:
+            if name is None:
+                continue
+            first = name[:1]
+            if first not in _SUSPECT or (first in "dD" and name[:7].casefold() != "default") or \
+                    (first == "U" and not name.startswith(PRINCIPAL_PREFIX)):
+                continue  # the usual name (``data-…``, ``User-svc``): one look
+            found = name_mistake(entity_type, name)
+            origin = desired.origins.get(entity) if found is not None else None
+            if found is None or origin is None:
+                continue
+            code, message, hint = found
+            out.append(locate(origin.source, Pending(code, message, (*origin.loc, entity_type),
+                                                     hint=hint, severity=Severity.WARNING)))
+    return sorted(out, key=sort_key)
 
 
 def lint(desired: DesiredState, only: Collection[Entity] | None = None) -> list[Diagnostic]:
-    """Shadowing and ``User:`` warnings for compiled manifests, located at their entries
+    """Shadowing and name warnings for compiled manifests, located at their entries
     (``only``: for these entries, e.g. the ones a plan changes)."""
     diags = [d for s in shadowed_keys(desired.quotas, only, with_default=desired.with_default)
              if (d := _shadow_diagnostic(desired, s)) is not None]
-    diags += _prefix_diagnostics(desired, only)
+    diags += name_warnings(desired, only)
     return sorted(diags, key=sort_key)

@@ -137,9 +137,22 @@ def deletion_problem(plan: Plan, policy: Policy, protected: Collection[Entity], 
     too_large = len(deletes) > 1 and share > policy.max_delete_percent
     if not (too_many or too_large):
         return None
-    limit = (f"more than {policy.max_delete}" if too_many else
-             f"{share:.0f}% of the {managed} managed entities, over {policy.max_delete_percent:g}%")
-    return KqplanError(f"the plan deletes {len(deletes)} entities: {limit} ({_rule(policy, 'max-delete')})"
-                       f" [{MASS_DELETE}]",
-                       hint="review the deletions; pass --allow-mass-delete if they are meant, or raise "
-                       "max-delete / max-delete-percent under [policy]")
+    over = []
+    if too_many:
+        count = _brake(policy, "max-delete", policy.max_delete, DEFAULT_MAX_DELETE)
+        over.append(f"more than {policy.max_delete} ({count})")
+    if too_large:
+        percent = _brake(policy, "max-delete-percent", policy.max_delete_percent, DEFAULT_MAX_DELETE_PERCENT)
+        over.append(f"{share:.0f}% of the {managed} managed entities, over {policy.max_delete_percent:g}% "
+                    f"({percent})")
+    tripped = " and ".join(name for name, on in (("max-delete", too_many), ("max-delete-percent", too_large))
+                           if on)
+    return KqplanError(f"the plan deletes {len(deletes)} entities: {' and '.join(over)} [{MASS_DELETE}]",
+                       hint=f"review the deletions; pass --allow-mass-delete if they are meant, or set "
+                       f"{tripped} under [policy] in kqplan.toml")
+
+
+def _brake(policy: Policy, name: str, value: float, default: float) -> str:
+    """Which setting of the deletion brake tripped: a default one says so (the brake is on without
+    any ``[policy]``), a configured one says where it is set."""
+    return f"the default [policy] {name}" if value == default else _rule(policy, name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kqplan.core.desired import DesiredState, Origin
-from kqplan.core.diagnostics import Loc, Pending, did_you_mean, locate, sort_key
+from kqplan.core.diagnostics import Loc, Pending, Severity, did_you_mean, locate, sort_key
 from kqplan.core.entity import (
     BUILTIN_TYPES,
     CLIENT_ID,
@@ -99,7 +99,7 @@ class Compiler(EntryChecks, BulkPath):
             return
         if self.guard is None:
             self.guard = (guard, loaded.source, ("cluster",))
-        elif self.guard[0] != guard:
+        elif self._guard_name(self.guard[0]) != self._guard_name(guard):  # a name and its id are one
             self.report(loaded.source, Pending(
                 "KQP140", f"cluster guard '{guard}' conflicts with '{self.guard[0]}'", ("cluster",),
                 related=((self.guard[1], self.guard[2], "other guard"),),
@@ -284,15 +284,31 @@ class Compiler(EntryChecks, BulkPath):
             quotas[key] = inherited
         return ok
 
+    def _guard_name(self, guard: str) -> str:
+        """The inventory name of a guard (a cluster id recorded in the inventory reads as its
+        cluster's name), or the guard itself."""
+        return self.config.cluster_name_for(guard) or guard
+
     def check_guard_known(self) -> None:
-        """With an inventory, a ``cluster:`` guard must name one of its clusters (or an id)."""
+        """With an inventory, a ``cluster:`` guard must name one of its clusters (or an id). While
+        some cluster has no ``id``, an unknown guard may be its live id: a warning then (plan
+        checks it against the live cluster)."""
         clusters = self.config.clusters
         if self.guard is None or not clusters:
             return
         guard, source, loc = self.guard
-        if guard in clusters or any(e.id == guard for e in clusters.values()):
+        if self.config.cluster_name_for(guard) is not None:
             return
         guess = did_you_mean(guard, clusters)
+        without_id = sorted(name for name, entry in clusters.items() if entry.id is None)
+        if without_id and guess is None:
+            self.report(source, Pending(
+                "KQP141", f"cluster '{guard}' is not in the inventory ({self.config.source}); it may "
+                f"be the id of {', '.join(without_id)}, which record none", loc,
+                severity=Severity.WARNING,
+                hint=f"write the cluster's inventory name (`cluster: {without_id[0]}`), or record its "
+                f'id: id = "{guard}" under [clusters.{without_id[0]}]'))
+            return
         self.report(source, Pending(
             "KQP141", f"cluster '{guard}' is not in the inventory ({self.config.source})", loc,
             hint=f"did you mean '{guess}'?" if guess else

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from kqplan.core.entity import BUILTIN_TYPES, DEFAULT_NAME, USER, Entity, escape_name
 from kqplan.core.filenames import fit_name
@@ -33,6 +34,15 @@ MODELINE = f"# yaml-language-server: $schema={SCHEMA_URL}"
 class SplitBy(StrEnum):
     NONE = "none"
     USER = "user"
+
+    @classmethod
+    def found_in(cls, directory: Path) -> SplitBy:
+        """The layout an export left in ``directory``: ``user`` when it holds ``users/`` or the
+        files that layout writes beside it, else ``none``."""
+        split = ("defaults.yaml", "no-user.yaml", "ownership.yaml")
+        if (directory / "users").is_dir() or any((directory / f).is_file() for f in split):
+            return cls.USER
+        return cls.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +108,12 @@ def entity_lines(entity: Entity, quotas: dict[str, float],
     return lines
 
 
-def _document(entries: Sequence[tuple[Entity, dict[str, float]]], cluster_id: str | None, title: str,
+def _document(entries: Sequence[tuple[Entity, dict[str, float]]], guard: str | None, title: str,
               *, scope: Sequence[dict[str, str]] = (),
               skipped: Mapping[Entity, Sequence[Skipped]] | None = None) -> str:
     lines = [MODELINE, f"# {title}", "apiVersion: kqplan/v1", "kind: ClientQuotas"]
-    if cluster_id:
-        lines.append(f"cluster: {yaml_string(cluster_id)}")
+    if guard:
+        lines.append(f"cluster: {yaml_string(guard)}")
     if scope:
         lines += ["ownership:  # adopted: entities in this scope that no manifest lists are deleted",
                   "  prune: true", "  scope:"]
@@ -177,12 +187,15 @@ def split_file(entity: Entity, split_by: SplitBy) -> str:
 
 
 def export(state: QuotaState, cluster_id: str | None, *, split_by: SplitBy = SplitBy.NONE,
-           adopt: bool = False) -> tuple[list[ExportFile], list[Skipped]]:
+           adopt: bool = False, name: str | None = None) -> tuple[list[ExportFile], list[Skipped]]:
     """Manifests for every entity in ``state`` (sorted), and the values they cannot express.
 
     ``adopt``: add an ``ownership`` block (``prune: true``) covering what was exported, so the
     manifests own the cluster from then on (in ``quotas.yaml``, or ``ownership.yaml`` when split).
+    ``name``: the cluster's inventory name, written as the ``cluster:`` guard (else its id): a
+    name holds wherever the inventory says that cluster is, with or without a recorded ``id``.
     """
+    guard = name or cluster_id
     skipped: list[Skipped] = []
     kept: list[tuple[Entity, dict[str, float]]] = []
     noted: dict[Entity, list[Skipped]] = {}
@@ -203,18 +216,18 @@ def export(state: QuotaState, cluster_id: str | None, *, split_by: SplitBy = Spl
     title = f"Exported from {export_source(cluster_id)}."
     scope = adoption_scope(state) if adopt else []
     if split_by is SplitBy.NONE:
-        return [ExportFile("quotas.yaml", _document(kept, cluster_id, title, scope=scope, skipped=noted))], \
+        return [ExportFile("quotas.yaml", _document(kept, guard, title, scope=scope, skipped=noted))], \
             skipped
     groups: dict[str, list[tuple[Entity, dict[str, float]]]] = {}
     for entity, quotas in kept:
         groups.setdefault(split_file(entity, split_by), []).append((entity, quotas))
     notes_by_file: dict[str, dict[Entity, list[Skipped]]] = {}
     for entity, lost in noted.items():
-        name = split_file(entity, split_by)
-        groups.setdefault(name, [])
-        notes_by_file.setdefault(name, {})[entity] = lost
-    files = [ExportFile(name, _document(entries, cluster_id, title, skipped=notes_by_file.get(name)))
-             for name, entries in sorted(groups.items())]
+        file = split_file(entity, split_by)
+        groups.setdefault(file, [])
+        notes_by_file.setdefault(file, {})[entity] = lost
+    files = [ExportFile(file, _document(entries, guard, title, skipped=notes_by_file.get(file)))
+             for file, entries in sorted(groups.items())]
     if scope:
-        files.append(ExportFile("ownership.yaml", _document([], cluster_id, title, scope=scope)))
+        files.append(ExportFile("ownership.yaml", _document([], guard, title, scope=scope)))
     return files, skipped

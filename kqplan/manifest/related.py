@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kqplan.config.model import ProjectConfig
+from kqplan.files import shown_path
 
 
 def _inside(path: Path, layer: Path) -> bool:
@@ -25,5 +26,5 @@ def manifest_sets(files: Sequence[Path], config: ProjectConfig) -> list[tuple[Pa
         clusters = [entry.manifests for entry in config.clusters.values()
                     if any(_inside(resolved, layer.resolve()) for layer in entry.manifests)]
         for layers in clusters or [(file.parent,)]:
-            sets.setdefault(tuple(layers), None)
+            sets.setdefault(tuple(shown_path(layer) for layer in layers), None)
     return list(sets)

@@ -75,11 +75,12 @@ def entity_entry(entity: Entity, quotas: dict[str, float], *, override: bool = F
     return entry
 
 
-def new_document(path: Path, cluster_id: str | None) -> tuple[Any, YAML]:
-    """An empty manifest (as export writes it) as a round-trip tree, for a file that does not exist."""
+def new_document(path: Path, cluster_id: str | None, name: str | None = None) -> tuple[Any, YAML]:
+    """An empty manifest (as export writes it) as a round-trip tree, for a file that does not exist
+    (``name``: the ``cluster:`` guard to write, else the id)."""
     from kqplan.manifest.export import export
 
-    files, _ = export({}, cluster_id)
+    files, _ = export({}, cluster_id, name=name)
     yaml = _yaml(4, 2)
     return yaml.load(files[0].text), yaml
 

@@ -42,10 +42,22 @@ def load_checked(paths: Sequence[Path], config: ProjectConfig, streams: Streams,
     """Manifests that must be valid to go on: errors raise, warnings go to stderr (unless quiet)."""
     desired = load_desired(paths, config)
     if desired.errors:
-        raise DiagnosticsError(desired.diagnostics)
+        from kqplan.core.lint import name_warnings
+
+        raise DiagnosticsError([*desired.diagnostics, *name_warnings(desired)])
     if desired.diagnostics and not quiet:
         streams.warn(render_text(desired.diagnostics))
     return desired
+
+
+def config_refusal(problems: Sequence[Diagnostic], paths: Sequence[Path],
+                   config: ProjectConfig) -> DiagnosticsError:
+    """kqplan.toml's problems, with the manifests' (checked against the file as far as it is
+    valid): a plan is refused on either, and one run shows every one of them."""
+    from kqplan.core.lint import name_warnings
+
+    desired = load_desired(paths, config)
+    return DiagnosticsError([*problems, *desired.diagnostics, *name_warnings(desired)])
 
 
 def lint_warnings(desired: DesiredState, plan: Plan) -> list[Diagnostic]:
@@ -58,21 +70,39 @@ def lint_warnings(desired: DesiredState, plan: Plan) -> list[Diagnostic]:
 
 
 def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
-                config: ProjectConfig) -> None:
-    """Refuse a cluster other than the one the manifests' ``cluster:`` names."""
+                config: ProjectConfig, entry: ClusterEntry | None = None) -> None:
+    """Refuse a cluster other than the one the manifests' ``cluster:`` names. The guard may name
+    an inventory cluster or be a cluster id (an inventory ``id`` is the same guard as its name):
+    a name with an ``id`` holds on that id; a name without one holds when that very cluster is
+    being planned (``--cluster NAME``: its target is the inventory's); an id holds on that id."""
     guard = desired.cluster_guard
     if guard is None:
         return
-    wanted = config.cluster_id_for(guard)
+    name = config.cluster_name_for(guard)
+    named = config.clusters.get(name) if name is not None else None
+    if named is not None and named.id is None:
+        if entry is not None and entry.name == named.name:
+            return
+        raise KqplanError(
+            f"the manifests are guarded to cluster '{named.name}', which has no id in "
+            f"{config.source or 'kqplan.toml'}, so {address} (cluster {cluster_id or '(no id)'}) cannot "
+            f"be checked to be it", hint=f"plan with --cluster {named.name}, or record its id: "
+            f'id = "{cluster_id}" under [clusters.{named.name}]' if cluster_id else
+            f"plan with --cluster {named.name}")
+    wanted = named.id if named is not None and named.id is not None else guard
     if cluster_id is None:
         raise KqplanError(f"manifests are guarded to cluster '{guard}', but {address} did not "
                           "report a cluster id", hint="use a snapshot that records cluster_id")
-    if cluster_id != wanted:
-        named = f"'{guard}' (id {wanted})" if wanted != guard else f"'{guard}'"
-        raise KqplanError(f"wrong cluster: the manifests are guarded to {named}, but {address} "
-                          f"is cluster {cluster_id}",
-                          hint="point kqplan at the right cluster, or map the name to this id "
-                          "under [clusters] in kqplan.toml")
+    if cluster_id == wanted:
+        return
+    shown = f"'{guard}' (id {wanted})" if wanted != guard else f"'{guard}'"
+    hint = ("point kqplan at the right cluster, or map the name to this id under [clusters] in "
+            "kqplan.toml")
+    if entry is not None and entry.id is None and named is None:
+        hint = (f"if {address} is {entry.name}, write `cluster: {entry.name}` in the manifests, or "
+                f'record its id: id = "{cluster_id}" under [clusters.{entry.name}]')
+    raise KqplanError(f"wrong cluster: the manifests are guarded to {shown}, but {address} "
+                      f"is cluster {cluster_id}", hint=hint)
 
 
 def check_versions(desired: DesiredState, profile: ClusterProfile) -> None:
@@ -98,7 +128,7 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     the state's fingerprint."""
     ident = cluster.identity()
     check_inventory_id(entry, ident.cluster_id, ident.address)
-    check_guard(desired, ident.cluster_id, ident.address, config)
+    check_guard(desired, ident.cluster_id, ident.address, config, entry)
     # before the describe is read (a describe sent ahead is left unread when this refuses)
     check_versions(desired, ClusterProfile.of(ident.version, ident.mode))
     if actual is None:

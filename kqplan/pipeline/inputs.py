@@ -12,18 +12,30 @@ from kqplan.config.model import ClusterEntry
 from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.versions import ClusterProfile
-from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded
+from kqplan.files import DEFAULT_INPUT_LIMIT, read_bounded, shown_path
 
 if TYPE_CHECKING:
     from kqplan.core.principals import Principal
 
 
-def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None) -> list[Path]:
-    """The paths given, else the inventory cluster's layers."""
+def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None, *,
+                   missing_ok: bool = False) -> list[Path]:
+    """The paths given (as given), else the inventory cluster's layers, relative to the current
+    directory when under it (:func:`~kqplan.manifest.source.shown_path`: every file, origin and
+    diagnostic shown derives from these paths). A layer that does not exist is an error, unless
+    ``missing_ok`` (``validate``, which reports it as KQP191 and reads the others)."""
     if paths:
         return list(paths)
     if cluster is not None and cluster.manifests:
-        return list(cluster.manifests)
+        missing = [layer for layer in cluster.manifests if not layer.exists()]
+        if missing and missing_ok and len(missing) < len(cluster.manifests):
+            return [shown_path(layer) for layer in cluster.manifests if layer.exists()]
+        if missing:
+            layer = visible(str(shown_path(missing[0])))
+            raise KqplanError(f"cluster '{cluster.name}': manifests layer '{layer}' does not exist",
+                              hint=f"`kqplan export --cluster {cluster.name} --out {layer}` writes it "
+                              "from the cluster (or create it, or fix manifests in kqplan.toml)")
+        return [shown_path(layer) for layer in cluster.manifests]
     if cluster is not None:
         raise KqplanError(f"cluster '{cluster.name}' lists no manifests in the inventory",
                           hint=f"add manifests = [\"DIR\", ...] to [clusters.{cluster.name}], or give paths")

@@ -36,17 +36,23 @@ class Target:
         if not entry.has_target:
             raise KqplanError(f"cluster '{entry.name}' has no target in the inventory",
                               hint=f"add bootstrap-server (or snapshot) to [clusters.{entry.name}]")
-        return cls(state=entry.snapshot, bootstrap=entry.bootstrap, command_config=entry.command_config)
+        from kqplan.files import shown_path  # the plan header shows it: relative here
+
+        return cls(state=shown_path(entry.snapshot) if entry.snapshot is not None else None,
+                   bootstrap=entry.bootstrap, command_config=entry.command_config)
 
     def within(self, limit: int) -> Target:
         """This target with its snapshot (or seed) read under ``limit`` bytes (``config.max_input_bytes``)."""
         return replace(self, input_limit=limit)
 
     def or_cluster(self, entry: ClusterEntry | None) -> Target:
-        """Explicit target options win; without any, the inventory entry's target."""
-        if entry is None or self.chosen() or self.command_config is not None:
+        """Explicit target options win; without any, the inventory entry's target (with
+        ``--command-config``, if given, in place of the entry's: the same cluster, other
+        credentials)."""
+        if entry is None or self.chosen():
             return self
-        return Target.of_cluster(entry).within(self.input_limit)
+        target = Target.of_cluster(entry).within(self.input_limit)
+        return replace(target, command_config=self.command_config) if self.command_config else target
 
     def chosen(self) -> list[str]:
         """The explicitly given, mutually exclusive target options."""

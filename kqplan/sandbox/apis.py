@@ -41,7 +41,7 @@ ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
 
 SUPPORTED: dict[int, tuple[int, int]] = {
-    METADATA: (0, 12), SASL_HANDSHAKE: (0, 1), API_VERSIONS: (0, 3), SASL_AUTHENTICATE: (0, 2),
+    METADATA: (0, 12), SASL_HANDSHAKE: (0, 1), API_VERSIONS: (0, 4), SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_QUOTAS: (0, 1), ALTER_QUOTAS: (0, 1), DESCRIBE_CLUSTER: (0, 1),
     DESCRIBE_SCRAM: (0, 0), ALTER_SCRAM: (0, 0),
 }
@@ -89,10 +89,34 @@ def decode(header: Header, payload: bytes) -> Any:
     return REQUESTS[header.api_key][header.api_version].decode(payload, header=True)
 
 
+# ApiVersions of a KRaft 4.3 broker, as a real 4.3.1 node (broker and controller, PLAINTEXT, no
+# client telemetry) answers it. A client reads the release from this set (kafka-python's
+# infer_broker_version_from_api_versions: DescribeLogDirs v5 is 4.3, and kqplan's
+# kqplan.cluster.transport.KafkaTransport.broker_kind reads it through kafka-python) and the mode
+# from the absence of LeaderAndIsr (4). The APIs the sandbox serves are advertised at the versions
+# it serves (SUPPORTED, below: Metadata up to 12 where 4.3 says 13, DescribeCluster up to 1 where it
+# says 2), so a client never picks a version it would close the connection on; an API it does not
+# serve closes the connection, as it does for any request it cannot parse.
+KRAFT_43_API_VERSIONS: dict[int, tuple[int, int]] = {
+    0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9),
+    12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (2, 7),
+    20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 2),
+    28: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 34: (1, 2), 35: (1, 5),
+    36: (0, 2), 37: (0, 3), 38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3), 42: (0, 2), 43: (0, 2),
+    44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0),
+    55: (0, 2), 57: (0, 2), 60: (0, 2), 61: (0, 0), 64: (0, 0), 65: (0, 0), 66: (0, 2), 68: (0, 1),
+    69: (0, 1), 74: (0, 1), 75: (0, 0), 76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 80: (0, 1),
+    81: (0, 0), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1), 88: (0, 0), 89: (0, 0),
+    90: (0, 1), 91: (0, 0), 92: (0, 0),
+}
+ADVERTISED: dict[int, tuple[int, int]] = {**KRAFT_43_API_VERSIONS, **SUPPORTED}
+"""What the sandbox (kraft flavour) answers to ApiVersions: a 4.3 broker's set, served APIs as served."""
+
+
 def api_versions(version: int) -> bytes:
-    """The ApiVersions answer; above v3 the v0 error body clients fall back from (ref §1.1)."""
+    """The ApiVersions answer; above v4 the v0 error body clients fall back from (ref §1.1)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(SUPPORTED.items())]
+            for k, (lo, hi) in sorted(ADVERTISED.items())]
     if version > SUPPORTED[API_VERSIONS][1]:
         return bytes(ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=keys).encode())
     return bytes(ApiVersionsResponse(version=version, error_code=0, api_keys=keys,

@@ -101,7 +101,8 @@ def test_plan_format_github_is_workflow_commands(tmp_path):
     assert all(line.startswith("::") for line in lines), lines
     assert (
         f"::warning title=kqplan KQP172,file={q},line=4,col=11::user 'User:alice' will never match: Kafka "
-        "compares the principal name without the 'User:' prefix (help: write `user: alice`)"
+        "compares the principal name without the 'User:' prefix (help: write `user: alice`) "
+        "(see https://kqplan.dev/diagnostics/KQP172/)"
     ) in lines
     assert lines[-1] == "::notice title=kqplan plan::Plan: 2 to add, 0 to change, 0 to delete."
 

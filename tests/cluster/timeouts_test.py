@@ -52,7 +52,8 @@ def silent_listener() -> Iterator[str]:
 
 
 def manifest(tmp_path: Path) -> Path:
-    return write_manifest(tmp_path / "q.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1}\n")
+    return write_manifest(tmp_path / "q.yaml",
+                          "entities:\n  - user: a\n    quotas: {producer_byte_rate: 1}\n")
 
 
 def timed(*args: str | Path) -> tuple[float, int, str]:
@@ -70,7 +71,8 @@ def test_request_timeout_ms_bounds_a_broker_that_never_answers(silent_listener, 
     assert took < 6, took  # one wait of 1.5 s, not three attempts of 10 s
     assert (f"Error: connected to {silent_listener}, but the broker did not answer within 1.5 s "
             "(request.timeout.ms)") in out
-    assert "cannot connect" not in out and "Traceback" not in out
+    assert "cannot connect" not in out
+    assert "Traceback" not in out
 
 
 def test_timeout_bounds_the_whole_command(silent_listener, tmp_path):
@@ -100,7 +102,8 @@ def test_default_api_timeout_ms_bounds_the_retries(tmp_path):
     port.close()  # nothing listens: every attempt is refused at once
     config = tmp_path / "client.properties"
     config.write_text("default.api.timeout.ms=100\n")
-    _, code, out = timed("plan", manifest(tmp_path), "--bootstrap-server", address, "--command-config", config)
+    _, code, out = timed("plan", manifest(tmp_path), "--bootstrap-server", address,
+                         "--command-config", config)
     assert code == 1
     assert "gave up after 1 attempt (" in out
     _, _, out = timed("plan", manifest(tmp_path), "--bootstrap-server", address)

@@ -91,7 +91,7 @@ def test_describe_of_nothing(box):
     assert (text.exit_code, text.stdout) == (0, "")
     header, message = text.stderr.splitlines()
     # which cluster, its Kafka version range and metadata mode (issue 18), on stderr as well
-    assert header == f"# cluster alter ({box.bootstrap}), Kafka >=2.6 (kraft)"
+    assert header == f"# cluster alter ({box.bootstrap}), Kafka >=4.3 (kraft)"
     assert message == "No client quotas are configured matching {user=nobody}."
     js = run_cli(
         "describe", "--bootstrap-server", box.bootstrap, "--names", "user=nobody", "--format", "json"

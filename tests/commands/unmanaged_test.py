@@ -93,7 +93,7 @@ def test_unmanaged_text_section_and_nothing_changed(tmp_path):
         assert plan.exit_code == 0, plan.stderr
         assert plan.stdout == (
             "No changes. The cluster matches the manifests. (1 entity checked on cluster u "
-            f"({box.bootstrap}), Kafka >=2.6 (kraft))\n\n"
+            f"({box.bootstrap}), Kafka >=4.3 (kraft))\n\n"
             "1 entity on the cluster is not managed by these manifests (left untouched; adopt with "
             "`kqplan import`):\n  ? {user=b}\n"
         )

@@ -11,14 +11,15 @@ from tests.helpers import REPO, mine, run_cli, run_kqplan, write_manifest
 FLEET = REPO / "examples" / "fleet"
 
 
-def test_example_fleet_plans_prod_from_its_snapshot():
+def test_example_fleet_plans_prod_from_its_snapshot(monkeypatch):
+    monkeypatch.chdir(REPO)  # paths under the current directory are shown relative to it
     result = run_cli("--no-color", "--config", FLEET / "kqplan.toml", "plan", "--cluster", "prod")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
         "kqplan will perform the following actions on cluster kqplan-example-fleet-prod "
-        f"(snapshot:{FLEET}/snapshots/prod.json):\n\n"
-        f"  ~ {{user=orders}}  # {FLEET}/overlays/prod/quotas.yaml:10:5 "
-        f"(overrides {FLEET}/base/quotas.yaml:9:5)\n"
+        "(snapshot:examples/fleet/snapshots/prod.json):\n\n"
+        "  ~ {user=orders}  # examples/fleet/overlays/prod/quotas.yaml:10:5 "
+        "(overrides examples/fleet/base/quotas.yaml:9:5)\n"
         "      ~ producer_byte_rate = 1048576 (1 MiB) -> 8388608 (8 MiB)\n"
         "      - request_percentage = 10\n\n"
         "1 entity on the cluster is not managed by these manifests (left untouched; adopt with "

@@ -123,10 +123,12 @@ def test_machine_formats_carry_the_location(fmt, monkeypatch):
         assert diag["filename"] == "tests/manifest/bad/quota_key_typo.yaml"
         assert diag["location"] == {"row": 6, "column": 7}
         assert diag["hint"] == "did you mean 'producer_byte_rate'?"
+        assert diag["url"] == "https://kqplan.dev/diagnostics/KQP110/"
     else:
         assert result.stdout.strip() == (
             "::error title=kqplan KQP110,file=tests/manifest/bad/quota_key_typo.yaml,line=6,col=7::"
-            "unknown quota key 'producer_rate' (help: did you mean 'producer_byte_rate'?)")
+            "unknown quota key 'producer_rate' (help: did you mean 'producer_byte_rate'?) "
+            "(see https://kqplan.dev/diagnostics/KQP110/)")
 
 
 def test_paths_can_be_relative_to_anywhere(tmp_path: Path, monkeypatch):

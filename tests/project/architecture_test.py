@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "deadline": set(),
     "files": {"core"},
     "config": {"core", "files"},
-    "planfile": {"core"},
+    "planfile": {"core", "files"},
     "snapshot": {"core", "files"},
     "manifest": {"core", "config", "files", "perf"},
     "render": {"core", "planfile"},

@@ -53,7 +53,7 @@ def test_fleet_snapshot_records_what_it_saw(tmp_path: Path) -> None:
         done = run_cli("--config", tmp_path / "kqplan.toml", "fleet", "snapshot", "--out", tmp_path / "out")
         assert done.exit_code == 0, done.stdout + done.stderr
     doc = json.loads((tmp_path / "out" / "a.json").read_text())
-    assert (doc["cluster_id"], doc["kafka_version"], doc["mode"]) == ("k-1", ">=2.6", "kraft")
+    assert (doc["cluster_id"], doc["kafka_version"], doc["mode"]) == ("k-1", ">=4.3", "kraft")
 
 
 def test_the_sandboxs_state_file_records_its_flavour(tmp_path: Path) -> None:
