@@ -30,6 +30,9 @@ UsageTableOpt = Annotated[list[str] | None, typer.Option(
     "--usage-table", metavar="NAME", help="With --engine spark: a table of Spark's catalog (repeatable).")]
 SparkRemoteOpt = Annotated[str | None, typer.Option(
     "--spark-remote", metavar="sc://HOST:PORT", help="A Spark Connect server instead.")]
+AllowUnknownOpt = Annotated[bool, typer.Option(
+    "--allow-unknown-clusters",
+    help="Leave out (with a warning) usage rows of clusters the inventory does not list; default: an error.")]
 
 
 @fleet_app.command("snapshot")
@@ -64,6 +67,7 @@ def fleet_impact(
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
     usage_table: UsageTableOpt = None,
+    allow_unknown_clusters: AllowUnknownOpt = False,
     config: ConfigOpt = None,
 ) -> int:
     """Which observed clients each cluster's plan would throttle (per quota bucket, as Kafka shares
@@ -76,8 +80,8 @@ def fleet_impact(
         window=window,
         engine=choice(Engine, engine, "--engine"),
         out=out, fmt=choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
-        streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote),
-        json_errors=fmt == "json")
+        streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote,
+        allow_unknown_clusters=allow_unknown_clusters), json_errors=fmt == "json")
 
 
 @fleet_app.command("plan")
@@ -125,11 +129,16 @@ def fleet_rightsize(
     window: Annotated[float, typer.Option(
         "--window", metavar="SECONDS",
         help="A bucket's usage: each member's mean per window of this many seconds (by ts), summed.")] = 60.0,
+    min_samples: Annotated[int | None, typer.Option(
+        "--min-samples", metavar="N", help=(
+            "A lowering needs N windows of the bucket's usage (without ts: N samples); fewer: the quota is "
+            "held, and the summary says why. Default: one day of windows (86400 / --window)."))] = None,
     engine: FleetEngineOpt = "local",
     fmt: FleetFormatOpt = "text",
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
     usage_table: UsageTableOpt = None,
+    allow_unknown_clusters: AllowUnknownOpt = False,
     config: ConfigOpt = None,
 ) -> int:
     """Proposed quotas from observed usage, per quota bucket (the bucket's usage x headroom, rounded up),
@@ -142,4 +151,5 @@ def fleet_rightsize(
         headroom=headroom, tolerance=tolerance,
         mins=minimum or [], labels=label or [], window=window, engine=choice(Engine, engine, "--engine"),
         out=out, fmt=choice(FleetFormat, fmt, "--format"), streams=console_streams(),
-        spark_master=spark_master, spark_remote=spark_remote), json_errors=fmt == "json")
+        spark_master=spark_master, spark_remote=spark_remote, min_samples=min_samples,
+        allow_unknown_clusters=allow_unknown_clusters), json_errors=fmt == "json")

@@ -129,3 +129,36 @@ def plan(entry: ClusterEntry, config: ProjectConfig) -> tuple[Plan, QuotaState, 
     if problem is not None:
         raise problem
     return result, desired.quotas, actual
+
+
+def inventory_check(config: ProjectConfig, *, allow_unknown: bool,
+                    warn: Callable[[str], None]) -> Callable[[Collection[str]], None]:
+    """What a fleet job does with the clusters its usage names: every name the inventory lists is
+    fine (a cluster not selected, or failed, has its rows left out); any other is an error naming
+    each with the closest inventory name (``prd``: did you mean ``prod``?), or with
+    ``allow_unknown`` a warning, those rows left out. Rows of an unknown cluster would otherwise
+    vanish, and a cluster read as "0 principals observed"."""
+    known = list(config.clusters)
+
+    def check(seen: Collection[str]) -> None:
+        from kqplan.core.diagnostics import did_you_mean
+
+        unknown = sorted(set(seen) - set(known))
+        if not unknown:
+            return
+        told = []
+        for name in unknown[:10]:
+            guess = did_you_mean(name, known)
+            told.append(f"'{visible(name)}'" + (f" (did you mean '{visible(guess)}'?)" if guess else ""))
+        listed = ", ".join(told) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+        where = visible(str(config.source)) if config.source is not None else "the inventory"
+        some = "a cluster" if len(unknown) == 1 else f"{len(unknown)} clusters"
+        if allow_unknown:
+            their = "its" if len(unknown) == 1 else "their"
+            warn(f"kqplan: the usage names {some} not in {where}, {their} rows left out: {listed}")
+            return
+        raise KqplanError(f"the usage names {some} not in {where}: {listed}",
+                          hint="correct the usage's cluster column, add the cluster to the inventory "
+                          "([clusters.NAME]), or give --allow-unknown-clusters to leave those rows out")
+
+    return check

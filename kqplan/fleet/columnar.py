@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +75,11 @@ Buckets = dict[Principal, list[int | None]]
 
 def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: Sequence[Path],
                     q: float | None, *, window: float = DEFAULT_WINDOW,
-                    progress: Callable[[str], None] | None = None, held: int = HELD) -> Impact:
+                    progress: Callable[[str], None] | None = None, held: int = HELD,
+                    seen: Callable[[Collection[str]], None] | None = None) -> Impact:
     """:func:`kqplan.fleet.impact.impact_rows` of ``read_usage(paths)``, computed on DuckDB;
-    ``progress`` hears what it is doing, ``held`` bounds a statistics query (:data:`HELD`)."""
+    ``progress`` hears what it is doing, ``held`` bounds a statistics query (:data:`HELD`), ``seen``
+    every cluster the usage names, once the files have passed the checks."""
     try:
         import duckdb
     except ImportError:
@@ -86,7 +88,7 @@ def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: 
     report = progress or (lambda _: None)
     with _connected() as con:
         try:
-            return _impact(con, states, paths, q, window=window, progress=report, held=held)
+            return _impact(con, states, paths, q, window=window, progress=report, held=held, seen=seen)
         except duckdb.OutOfMemoryException as exc:
             raise KqplanError(f"DuckDB needs more than {MEMORY_LIMIT} for this usage: {_first_line(exc)}",
                               hint="the exact statistic holds a principal's samples of a key in memory; "
@@ -125,9 +127,10 @@ def _connected() -> Iterator[duckdb.DuckDBPyConnection]:
 
 def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaState, QuotaState]],
             paths: Sequence[Path], q: float | None, *, window: float,
-            progress: Callable[[str], None], held: int) -> Impact:
+            progress: Callable[[str], None], held: int,
+            seen: Callable[[Collection[str]], None] | None) -> Impact:
     progress("Reading the usage with DuckDB")
-    principals, untimed, samples, counts = _observed(con, paths, states, window=window)
+    principals, untimed, samples, counts = _observed(con, paths, states, window=window, seen=seen)
     progress(f"Resolving {samples} samples")
     keys = list(counts)
     clusters = "cluster IN (" + (", ".join(literal(c) for c in sorted(states)) or "NULL") + ")"
@@ -187,12 +190,14 @@ def _buckets() -> Callable[[Entity | None, str, str], Entity | None]:
 
 
 def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Mapping[str, object], *,
-              window: float) -> tuple[list[Principal], frozenset[str], int, dict[str, list[int]]]:
+              window: float, seen: Callable[[Collection[str]], None] | None = None
+              ) -> tuple[list[Principal], frozenset[str], int, dict[str, list[int]]]:
     """The usage files as the view :data:`~kqplan.fleet.columnar_read.VIEW`, once they have passed
     the Python reader's checks; then the observed principals of ``states``' clusters (sorted), those
     clusters with a sample without ``ts``, the count of samples in the files, and per key with any
     sample each principal's count of samples of it (for :func:`_stats`). One scan gives all that,
-    each file's first refused row, and the window means (:func:`_scan`)."""
+    each file's first refused row, and the window means (:func:`_scan`); ``seen`` hears every
+    cluster the files name."""
     import duckdb
 
     sources = register_usage(con, paths)
@@ -205,6 +210,8 @@ def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Map
         sources = register_usage(con, paths, parquet=False)
         scanned, refused = _scan(con, sources, window=window)
     refuse(sources, refused)
+    if seen is not None:
+        seen({r[0] for r in scanned})
     keys = [k for k in USAGE_KEYS if k in sources.keys]
     mine = [r for r in scanned if r[0] in states]
     return (sorted((c, u, i) for c, u, i, *_ in mine), frozenset(r[0] for r in mine if r[3]),

@@ -15,8 +15,9 @@ Which reader reads what, and why:
   :func:`read_usage`.
 - Every other file goes through :func:`read_usage` itself, one file at a time, its samples handed
   to DuckDB as an Arrow table: CSV, JSON lines, and Parquet files of other types (text rates or
-  ``ts``, decimals, dates; a column named like a usage column but for case, which DuckDB would
-  bind and Python would not). Matching the Python reader on CSV and JSON in SQL is not worth it:
+  ``ts``, decimals, dates) or other columns than the usage schema's (which the Python reader
+  refuses: a missing cluster or user, ``client-id`` for ``client_id``). Matching the Python
+  reader on CSV and JSON in SQL is not worth it:
   its rules are Python's own parsers (``csv`` quoting, ``json`` numbers beyond a double, UTF-8
   errors by byte, ``datetime.fromisoformat``, the ``NUMBER`` spelling), which DuckDB's sniffing
   readers do not share, and refusing the same files with the same words would mean reading them
@@ -45,14 +46,16 @@ from kqplan.fleet.usage import (
     read_usage,
     usage_files,
 )
+from kqplan.fleet.usage_schema import NAMES, column_problem
 
 if TYPE_CHECKING:
     import duckdb
 
 VIEW = "kq_usage"
 """The view :func:`register_usage` creates."""
-COLUMNS: tuple[str, ...] = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
-"""The usage columns: :data:`VIEW`'s, in this order (``ts`` and the keys as DOUBLE)."""
+COLUMNS: tuple[str, ...] = NAMES
+"""The usage columns (:mod:`kqplan.fleet.usage_schema`): :data:`VIEW`'s, in this order (``ts`` and the
+keys as DOUBLE)."""
 
 TEXT, NUMBER, BOOLEAN, TIME, NANOS, NONE = "text", "number", "boolean", "time", "nanos", "none"
 """How DuckDB reads a usage column of a Parquet file (:func:`kinds`); NONE: absent or all null."""
@@ -86,6 +89,8 @@ def kinds(path: Path) -> tuple[tuple[str, str], ...] | None:
     except KqplanError:  # read_usage names the file in its own words
         return None
     names = list(schema.names)
+    if column_problem(names) is not None:  # refused by the Python reader, in its words
+        return None
     folded = [n.lower() for n in names]  # DuckDB binds names without regard to case
     if len(set(folded)) < len(folded) or _VIRTUAL & set(folded):
         return None

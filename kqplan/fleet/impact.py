@@ -123,6 +123,13 @@ def group_usage(members: Sequence[Principal], key: str, q: float | None, *, time
     return statistic(list(windows.values()), q) if windows else None
 
 
+def group_windows(members: Sequence[Principal], key: str,
+                  means: Mapping[tuple[Principal, str], Mapping[int, float]]) -> int:
+    """The windows in which a bucket of ``members`` has any sample of ``key``: the count of values
+    its usage (the statistic over its windows) rests on."""
+    return len({w for member in members for w in means.get((member, key), {})})
+
+
 def impact_rows(states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Usage | Sequence[Sample],
                 q: float | None, *, window: float = DEFAULT_WINDOW) -> Impact:
     """Per observed principal and key: usage, effective quota and bucket before/after with the
@@ -184,18 +191,27 @@ def newly_throttled(rows: Iterable[ImpactRow]) -> list[ImpactRow]:
     return [r for r in rows if r.would_throttle and not r.throttled_before]
 
 
+def relieved(rows: Iterable[ImpactRow]) -> list[ImpactRow]:
+    """Principal-keys whose bucket before the plan was over its quota, and whose bucket after the
+    plan is not (or is unlimited): what the plan frees."""
+    return [r for r in rows if r.throttled_before and not r.would_throttle]
+
+
 # -- the summary ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True, order=True)
 class Throttled:
-    """A bucket that newly throttles some of its members (listed once, whatever their number)."""
+    """A bucket that newly throttles its members (listed once, whatever their number), or one
+    whose members the plan relieves."""
 
     bucket: str
     key: str
     members: int
-    """Its observed principals (after the plan)."""
+    """Newly throttled: the bucket's observed principals after the plan (all throttled together).
+    Relieved: its observed principals before the plan that are throttled no more."""
     usage: float | None
     quota: float | None
+    """The bucket's usage and quota: after the plan (newly throttled), before it (relieved)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,11 +225,14 @@ class ClusterImpact:
     unused_entries: int
     windowed: bool
     """False: some sample had no ts, so each bucket's usage is its members' statistics summed."""
+    relieved: tuple[Throttled, ...] = ()
+    """Buckets before the plan over their quota whose members (some or all) it relieves."""
 
 
 def summarize(impact: Impact, clusters: Iterable[str]) -> dict[str, ClusterImpact]:
     """Per cluster: principals observed, buckets newly over their quota (each once, with its
-    members' count), unlimited principals, unused entries, and whether bucket usage is windowed."""
+    members' count), unlimited principals, unused entries, whether bucket usage is windowed, and the
+    buckets whose members the plan relieves (each once, with the count it relieves)."""
     summary: dict[str, ClusterImpact] = {}
     for cluster in sorted(clusters):
         mine = [r for r in impact.rows if r.cluster == cluster]
@@ -222,11 +241,18 @@ def summarize(impact: Impact, clusters: Iterable[str]) -> dict[str, ClusterImpac
             if r.after_group is not None:
                 members.setdefault((r.after_group, r.key), set()).add((r.user, r.client_id))
         hit = {(r.after_group, r.key): r for r in newly_throttled(mine) if r.after_group is not None}
+        freed: dict[tuple[str, str], list[ImpactRow]] = {}
+        for r in relieved(mine):
+            if r.before_group is not None:
+                freed.setdefault((r.before_group, r.key), []).append(r)
         summary[cluster] = ClusterImpact(
             len({(r.user, r.client_id) for r in mine}),
             tuple(Throttled(group, key, len(members[group, key]), r.after_group_usage, r.after_value)
                   for (group, key), r in sorted(hit.items())),
             len({(r.user, r.client_id) for r in mine if r.usage is not None and r.after_value is None}),
             sum(u.cluster == cluster for u in impact.unused),
-            cluster not in impact.untimed)
+            cluster not in impact.untimed,
+            tuple(Throttled(group, key, len({(r.user, r.client_id) for r in rows}),
+                            rows[0].before_group_usage, rows[0].before_value)
+                  for (group, key), rows in sorted(freed.items())))
     return summary

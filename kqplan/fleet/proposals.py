@@ -22,7 +22,16 @@ from kqplan.core.entity import Entity, name_problem, visible
 from kqplan.core.quotas import QUOTA_KEYS
 from kqplan.core.state import QuotaState
 from kqplan.core.units import format_bytes, format_number
-from kqplan.fleet.rightsize import PROPOSAL_COLUMNS, Action, ProposalRow, Rules, round_up, written_entity
+from kqplan.fleet.rightsize import (
+    PROPOSAL_COLUMNS,
+    UNWRITTEN,
+    Action,
+    ProposalRow,
+    Rules,
+    round_up,
+    target,
+    written_entity,
+)
 from kqplan.manifest.export import MODELINE, Skipped, _expressible, entity_lines, yaml_string, yaml_value
 
 MANIFEST_NAME = "rightsize.yaml"
@@ -57,6 +66,22 @@ def reason(row: ProposalRow, rules: Rules, members: int = 1) -> str:
     return (f"{row.key}: {row.action} to {yaml_value(row.key, row.proposal)}{bound}: {rules.stat} "
             f"{_show(row.key, row.bucket_usage)}{shared} × {rules.headroom:g} = {_show(row.key, row.need)}; "
             f"now {_now(row)}")
+
+
+def held(row: ProposalRow, min_samples: int | None = None) -> str:
+    """Why a lowering is held: ``1 of the 1440 windows --min-samples asks for`` (without ts: samples)."""
+    unit = "windows" if row.windows is not None else "samples"
+    count = row.windows if row.windows is not None else row.samples
+    asked = f"the {min_samples} " if min_samples is not None else ""
+    return f"{count} of {asked}{unit} --min-samples asks for"
+
+
+def bucket_entity(row: ProposalRow) -> Entity:
+    """The entity a row's bucket is named by (a held row's: where a lowering would be written)."""
+    for entity in (target(row.user, row.client_id), Entity.user(row.user), Entity.client(row.client_id)):
+        if entity.display == row.bucket:
+            return entity
+    return target(row.user, row.client_id)
 
 
 def _writes(rows: Sequence[ProposalRow]) -> dict[tuple[Entity, str], list[ProposalRow]]:
@@ -115,12 +140,16 @@ def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalR
         lines += ["metadata:", "  labels: {" + ", ".join(f"{yaml_string(k)}: {yaml_string(v)}"
                                                for k, v in sorted(labels.items())) + "}"]
     lines += unwritable
+    held_back = {(bucket_entity(r), r.key): r for r in rows if r.action == Action.HOLD}
+    lines += [f"# held: {entity.display} {r.key} stays {yaml_value(r.key, r.after_value)}, not lowered to "
+              f"{yaml_value(r.key, r.proposal)}: {held(r, rules.min_samples)}"
+              for (entity, _), r in sorted(held_back.items(), key=lambda h: (h[0][0].sort_key(), h[0][1]))]
     lines.append("entities:" if body else "entities: []")
     return "\n".join(lines + body) + "\n"
 
 
 def written_entities(rows: Sequence[ProposalRow]) -> int:
-    return len({(r.cluster, written_entity(r)) for r in rows if r.action != Action.KEEP})
+    return len({(r.cluster, written_entity(r)) for r in rows if r.action not in UNWRITTEN})
 
 
 # -- the table -------------------------------------------------------------------------------------
@@ -131,8 +160,8 @@ def proposals_parquet(rows: Sequence[ProposalRow]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    s, f = pa.string(), pa.float64()
-    types = [s, s, s, s, f, s, f, f, f, f, s, s, f, s]
+    s, f, n = pa.string(), pa.float64(), pa.int64()
+    types = [s, s, s, s, f, s, f, f, f, f, s, s, f, s, n, n]
     schema = pa.schema(list(zip(PROPOSAL_COLUMNS, types, strict=True)))
     columns = {c: [getattr(r, c) for r in rows] for c in PROPOSAL_COLUMNS}
     sink = pa.BufferOutputStream()
@@ -170,10 +199,23 @@ def counts(result: ClusterResult) -> dict[str, Any]:
 
 
 def _changes(result: ClusterResult) -> list[tuple[Entity, ProposalRow, int]]:
-    """What is written, once per entity and key: (entity, its first row, the rows written there)."""
-    writes = _writes(result.rows).items()
-    return sorted(((entity, members[0], len(members)) for (entity, _), members in writes),
+    """What is written, once per entity and key, and each lowering held: (entity, its first row,
+    the rows written there or held with it)."""
+    found = dict(_writes(result.rows))
+    for row in result.rows:
+        if row.action == Action.HOLD:
+            found.setdefault((bucket_entity(row), row.key), []).append(row)
+    return sorted(((entity, members[0], len(members)) for (entity, _), members in found.items()),
                   key=lambda c: (c[0].sort_key(), c[1].key))
+
+
+def _change_line(entity: Entity, r: ProposalRow, members: int, min_samples: int | None) -> str:
+    shared = f" ({members} principals)" if members > 1 else ""
+    if r.action == Action.HOLD:
+        return (f"  {r.action:<5}  {entity.display} {r.key}: {_now(r)} stays{shared}: not lowered to "
+                f"{yaml_value(r.key, r.proposal)} on {held(r, min_samples)}")
+    then = yaml_value(r.key, r.after_value)
+    return f"  {r.action:<5}  {entity.display} {r.key}: {_now(r)} -> {then}{shared}"
 
 
 def render_json(results: Sequence[ClusterResult], table: Path) -> str:
@@ -181,8 +223,9 @@ def render_json(results: Sequence[ClusterResult], table: Path) -> str:
                       indent=2) + "\n"
 
 
-def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = SHOWN_CHANGES) -> str:
-    """The terminal summary: a line per cluster, then its first changes."""
+def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = SHOWN_CHANGES,
+                min_samples: int | None = None) -> str:
+    """The terminal summary: a line per cluster, then its first changes (and held lowerings)."""
     lines = []
     for result in results:
         if result.error is not None:
@@ -191,12 +234,10 @@ def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = S
         c = counts(result)
         lines.append(f"{result.cluster}: {c['principals']} principals, {c['keys']} keys observed: "
                      f"{c['raise']} to raise, {c['lower']} to lower, {c['limit']} to limit, "
-                     f"{c['pin']} pinned, {c['keep']} kept; {c['entities']} entities in {c['manifest']}")
+                     f"{c['pin']} pinned, {c['keep']} kept, {c['hold']} held (too few samples to lower); "
+                     f"{c['entities']} entities in {c['manifest']}")
         changes = _changes(result)
-        for entity, r, members in changes[:limit]:
-            shared = f" ({members} principals)" if members > 1 else ""
-            lines.append(f"  {r.action:<5}  {entity.display} {r.key}: {_now(r)} -> "
-                         f"{yaml_value(r.key, r.after_value)}{shared}")
+        lines += [_change_line(entity, r, members, min_samples) for entity, r, members in changes[:limit]]
         if len(changes) > limit:
             lines.append(f"  … and {len(changes) - limit} more ({table.parent / 'proposals.md'})")
     failed = sum(r.error is not None for r in results)
@@ -214,10 +255,10 @@ class MarkdownView:
     stat: str
     rules: str
     clusters: tuple[tuple[str, tuple[int, ...] | None, str | None], ...]
-    changes: tuple[tuple[str, tuple[tuple[str, int, str, str, str, str, str, str], ...], int], ...]
+    changes: tuple[tuple[str, tuple[tuple[str, int, str, str, str, str, str, str, str, str], ...], int], ...]
 
 
-SUMMARY_COUNTS = ("principals", "raise", "lower", "limit", "pin", "keep", "entities")
+SUMMARY_COUNTS = ("principals", "raise", "lower", "limit", "pin", "keep", "hold", "entities")
 """A cluster's counts in the summary table, in its column order."""
 
 
@@ -230,10 +271,14 @@ def markdown_view(results: Sequence[ClusterResult], rules: Rules, *,
     for result in results:
         found = _changes(result)
         shown = found if limit is None else found[:limit]
-        rows = tuple((entity.display, members, r.key, _show(r.key, r.bucket_usage), _show(r.key, r.need),
-                      _now(r), yaml_value(r.key, r.after_value), str(r.action))
+        rows = tuple((entity.display, members, r.key, _show(r.key, r.bucket_usage), str(r.samples),
+                      "" if r.windows is None else str(r.windows), _show(r.key, r.need), _now(r),
+                      yaml_value(r.key, r.proposal if r.action == Action.HOLD else r.after_value),
+                      f"hold: {held(r, rules.min_samples)}" if r.action == Action.HOLD else str(r.action))
                      for entity, r, members in shown)
         changes.append((result.cluster, rows, len(found) - len(shown)))
     line = (f"{rules.stat} of the observed usage × {rules.headroom:g}, rounded up; a current quota is kept "
-            f"when it covers the proposal and is at most {rules.tolerance:.0%} above it.")
+            f"when it covers the proposal and is at most {rules.tolerance:.0%} above it"
+            + (f"; a lowering needs {rules.min_samples} window{'s' if rules.min_samples != 1 else ''} of the "
+               "bucket's usage (without ts: samples), or is held." if rules.min_samples else "."))
     return MarkdownView(rules.stat, line, clusters, tuple(changes))

@@ -27,6 +27,10 @@ The rules, in the order applied (the README's "rightsize" section says the same 
   ``{user=U, client-id=C}`` — so its members keep sharing one quota, now sized for all of them. An
   unlimited principal gets its own entity: ``{user=U, client-id=C}``, or ``{user=U}`` for a client
   that sends no client-id (Kafka looks only at ``{user=U}`` and ``{user=<default>}`` for it).
+* **Evidence**: a lowering needs ``--min-samples`` of the bucket's usage — its windows (a
+  bucket's usage is measured once per window), or without ts its samples. Below that the bucket is
+  *held* (action ``hold``): nothing is written, the quota now stays, and the row carries the counts
+  (``samples``, ``windows``) that say why — one sample says little about the clients not seen.
 * **Pins**: a new ``{user=U}`` outranks U's quotas from ``{user=<default>, client-id=…}`` and the
   client-id levels. An observed client of U it would move out of its bucket is written on its own
   entity at the value its bucket gets — its current value when kept (action ``pin``), the bucket's
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -55,7 +60,7 @@ from kqplan.core.quotas import QUOTA_KEYS, value_error
 from kqplan.core.resolve import QuotaIndex, effective
 from kqplan.core.state import QuotaState
 from kqplan.core.units import UnitError, parse_bytes
-from kqplan.fleet.impact import DEFAULT_WINDOW, group_usage, usage_stats, window_means
+from kqplan.fleet.impact import DEFAULT_WINDOW, group_usage, group_windows, usage_stats, window_means
 from kqplan.fleet.usage import USAGE_KEYS, Sample, parse_stat
 from kqplan.manifest.export import yaml_value
 
@@ -105,6 +110,18 @@ class Action(StrEnum):
     LOWER = "lower"
     LIMIT = "limit"  # unlimited now
     PIN = "pin"  # kept value, written on the principal's own entity (see the module docstring)
+    HOLD = "hold"  # a lowering held back: too few samples to be sure of it; nothing written
+
+
+UNWRITTEN = (Action.KEEP, Action.HOLD)
+"""The actions that write nothing: the quota now stays."""
+DAY = 86400
+"""``--min-samples`` by default: the windows of one day (``DAY // window``)."""
+
+
+def default_min_samples(window: float) -> int:
+    """The windows of ``--window`` seconds in one day: the evidence a lowering needs by default."""
+    return max(1, int(DAY // window))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +135,12 @@ class Rules:
     """Per key: the larger of ``--min`` and ``[policy] keys.KEY.min``."""
     caps: Mapping[str, float] = field(default_factory=dict)
     """Per key: ``[policy] keys.KEY.max``."""
+    min_samples: int = 0
+    """What a lowering needs of a bucket's usage: that many windows (without ts: samples)."""
 
     @classmethod
     def of(cls, *, stat: str, headroom: float, tolerance: float, mins: Sequence[str] = (),
-           policy: Policy | None = None) -> Rules:
+           policy: Policy | None = None, min_samples: int = 0) -> Rules:
         """Checked options; every problem a :class:`KqplanError` naming the option."""
         q = parse_stat(stat)
         if not (math.isfinite(headroom) and headroom >= 1):
@@ -130,6 +149,9 @@ class Rules:
         if not (math.isfinite(tolerance) and tolerance >= 0):
             raise KqplanError(f"--tolerance {tolerance:g} must be a number of at least 0",
                               hint="0.5 keeps a current quota up to 50 % above the proposal")
+        if min_samples < 0:
+            raise KqplanError(f"--min-samples {min_samples} must be a count of at least 0",
+                              hint="the windows (without ts: the samples) a lowering needs; 0 lowers on any")
         floors = parse_mins(mins)
         caps: dict[str, float] = {}
         for bound in policy.key_bounds if policy is not None else ():
@@ -143,7 +165,7 @@ class Rules:
             if key in caps and floor > caps[key]:
                 raise KqplanError(f"--min {key}={yaml_value(key, floor)} is above the [policy] maximum "
                                   f"{yaml_value(key, caps[key])}", hint="lower --min, or change the policy")
-        return cls(stat, q, headroom, tolerance, floors, caps)
+        return cls(stat, q, headroom, tolerance, floors, caps, min_samples)
 
     def propose(self, key: str, need: float) -> float | None:
         """``need`` rounded up, floored and capped; None when no step is that large."""
@@ -156,13 +178,17 @@ class Rules:
             proposal = min(proposal, self.caps[key])
         return proposal
 
-    def decide(self, proposal: float, current: float | None) -> Action:
-        """Keep, raise, lower or limit (the tolerance rule). A NaN on the cluster is lowered."""
+    def decide(self, proposal: float, current: float | None, evidence: int | None = None) -> Action:
+        """Keep, raise, lower or limit (the tolerance rule); a lowering on less ``evidence`` (the
+        bucket's windows, or samples) than :attr:`min_samples` is held. A NaN on the cluster is
+        lowered."""
         if current is None:
             return Action.LIMIT
         if proposal <= current <= proposal * (1.0 + self.tolerance):
             return Action.KEEP
-        return Action.RAISE if current < proposal else Action.LOWER
+        if current < proposal:
+            return Action.RAISE
+        return Action.HOLD if evidence is not None and evidence < self.min_samples else Action.LOWER
 
 
 def parse_mins(items: Sequence[str]) -> dict[str, float]:
@@ -229,12 +255,17 @@ class ProposalRow:
     current_source: str | None
     """…and the entity it comes from (display form)."""
     action: str
-    """:class:`Action`: keep, raise, lower, limit or pin."""
+    """:class:`Action`: keep, raise, lower, limit, pin or hold."""
     after_value: float
     """Effective quota once the manifests are applied: the proposal, or the kept value."""
     after_source: str
     """The entity that supplies it then: the one written (the bucket's, or the principal's own for a
-    pin), or for keep the current one."""
+    pin), or for keep and hold the current one."""
+    samples: int = 0
+    """The samples of this key from the bucket's observed members: what ``bucket_usage`` rests on."""
+    windows: int | None = None
+    """The windows of ``--window`` seconds with any of them (null: a cluster without ts, not
+    windowed). A lowering needs ``--min-samples`` of these (without ts: of the samples)."""
 
 
 PROPOSAL_COLUMNS = tuple(ProposalRow.__slots__)
@@ -247,9 +278,9 @@ def target(user: str, client_id: str) -> Entity:
 
 
 def written_entity(row: ProposalRow) -> Entity | None:
-    """The entity ``row``'s quota is written on (None for keep): its bucket's entity (``{user=U}``,
-    ``{client-id=C}`` or ``{user=U, client-id=C}``), or its own for a pinned principal."""
-    if row.action == Action.KEEP:
+    """The entity ``row``'s quota is written on (None for keep and hold): its bucket's entity
+    (``{user=U}``, ``{client-id=C}`` or ``{user=U, client-id=C}``), or its own for a pinned principal."""
+    if row.action in UNWRITTEN:
         return None
     for entity in (target(row.user, row.client_id), Entity.user(row.user), Entity.client(row.client_id)):
         if entity.display == row.after_source:
@@ -289,6 +320,8 @@ class _Draft:
     source: Entity | None
     group: Entity
     group_usage: float
+    samples: int
+    windows: int | None
     need: float
     proposal: float | None
     action: Action | None
@@ -301,6 +334,7 @@ def _drafts(states: Mapping[str, QuotaState], samples: Sequence[Sample], rules: 
     untimed = frozenset(s.cluster for s in samples if s.ts is None)
     stats = usage_stats(samples, rules.q)
     means = window_means((s for s in samples if s.cluster not in untimed), window)
+    counts = Counter(((s.cluster, s.user, s.client_id), s.key) for s in samples)
     indexes = {cluster: QuotaIndex.of(state) for cluster, state in states.items()}
     found: list[tuple[Principal, str, float, float | None, Entity | None, Entity]] = []
     members: dict[tuple[str, str, Entity], list[Principal]] = {}
@@ -315,14 +349,18 @@ def _drafts(states: Mapping[str, QuotaState], samples: Sequence[Sample], rules: 
                 found.append((p, key, usage[key], value, source, group))
     totals = {g: group_usage(m, g[1], rules.q, timed=g[0] not in untimed, stats=stats, means=means)
               for g, m in members.items()}
+    evidence = {g: (sum(counts[p, g[1]] for p in m),
+                    None if g[0] in untimed else group_windows(m, g[1], means)) for g, m in members.items()}
     drafts = []
     for p, key, usage_, value, source, group in found:
         total = totals[p[0], key, group]
         assert total is not None  # the principal itself has samples of the key
+        n, windows = evidence[p[0], key, group]
         need = total * rules.headroom
         proposal = rules.propose(key, need)
-        drafts.append(_Draft(p, key, usage_, value, source, group, total, need, proposal,
-                             rules.decide(proposal, value) if proposal is not None else None))
+        seen = n if windows is None else windows  # the evidence: windows, or without ts samples
+        action = None if proposal is None else rules.decide(proposal, value, seen)
+        drafts.append(_Draft(p, key, usage_, value, source, group, total, n, windows, need, proposal, action))
     return drafts
 
 
@@ -339,7 +377,7 @@ def proposal_rows(states: Mapping[str, QuotaState], samples: Iterable[Sample], r
     check_rows([(*d.principal, d.key, d.group.display, d.need, d.proposal) for d in drafts])
     writes: dict[str, dict[Entity, dict[str, float]]] = {}
     for d in drafts:
-        if d.action is not Action.KEEP:
+        if d.action not in UNWRITTEN:
             assert d.proposal is not None
             writes.setdefault(d.principal[0], {}).setdefault(d.group, {})[d.key] = d.proposal
     after = {cluster: QuotaIndex.of({**states[cluster], **{e: {**states[cluster].get(e, {}), **q}
@@ -350,7 +388,7 @@ def proposal_rows(states: Mapping[str, QuotaState], samples: Iterable[Sample], r
         cluster, user, client_id = d.principal
         assert d.proposal is not None
         assert d.action is not None
-        kept = d.action is Action.KEEP
+        kept = d.action in UNWRITTEN
         action, value = d.action, d.value if kept else d.proposal
         expected = d.source if kept else d.group
         moved = cluster in after and effective(after[cluster], user, client_id)[
@@ -364,5 +402,5 @@ def proposal_rows(states: Mapping[str, QuotaState], samples: Iterable[Sample], r
                                 now.display if now is not None else None, d.group_usage, d.need,
                                 d.proposal, d.value,
                                 d.source.display if d.source is not None else None, str(action), value,
-                                expected.display))
+                                expected.display, d.samples, d.windows))
     return sorted(rows)

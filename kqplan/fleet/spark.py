@@ -10,11 +10,12 @@ full outer join on (cluster, entity, key) with null-safe comparison, no Python U
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,11 @@ from kqplan.console import Progress
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
 
 _KV = "cluster string, entity string, key string, value double"
+CONNECT_TIMEOUT = 5.0
+"""Seconds to reach a Spark Connect server's address before saying it cannot be reached (pyspark
+itself retries a refused connection for minutes, silently)."""
+CONNECT_PORT = 15002
+"""The port of an ``sc://HOST`` without one (Spark Connect's default)."""
 _CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
@@ -62,13 +68,87 @@ def where(master: str | None, remote: str | None, env: Mapping[str, str] | None 
     a local session."""
     env = os.environ if env is None else env
     if remote:
-        return Where(None, remote, f"Spark Connect {remote}")
+        return Where(None, remote, f"Spark Connect {redacted(remote)}")
     if master:
         return Where(master, None, f"Spark {master}")
     if env.get("SPARK_REMOTE"):
-        return Where(None, env["SPARK_REMOTE"], f"Spark Connect {env['SPARK_REMOTE']} (from SPARK_REMOTE)",
+        remote = env["SPARK_REMOTE"]
+        return Where(None, remote, f"Spark Connect {redacted(remote)} (from SPARK_REMOTE)",
                      from_environment=True)
     return Where("local[*]", None, "Spark local[*]")
+
+
+def redacted(remote: str) -> str:
+    """A Spark Connect URL as shown to the user: a ``token`` parameter's value left out
+    (``sc://host:443/;token=…``), as it is a secret."""
+    import re
+
+    return re.sub(r"(;\s*token\s*=)[^;]*", r"\1…", remote, flags=re.IGNORECASE)
+
+
+def connect_address(remote: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL, ``sc://HOST[:PORT][/;param=value…]``; a
+    KqplanError saying what is wrong with any other text."""
+    from urllib.parse import urlparse
+
+    from kqplan.core.errors import KqplanError
+
+    hint = "a Spark Connect URL is sc://HOST:PORT, e.g. sc://127.0.0.1:15002"
+    parsed = urlparse(remote)
+    try:
+        port = parsed.port
+    except ValueError:
+        raise KqplanError(f"Spark Connect {redacted(remote)}: the port is not a number from 0 to 65535",
+                          hint=hint) from None
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise KqplanError(f"Spark Connect {redacted(remote)}: not a Spark Connect URL", hint=hint)
+    return parsed.hostname, port if port is not None else CONNECT_PORT
+
+
+def reachable(remote: str, *, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Connect to the Spark Connect server's address once, for at most ``timeout`` seconds; a
+    KqplanError naming the address, what happened and how to start a server when nothing answers."""
+    from kqplan.core.errors import KqplanError
+
+    host, port = connect_address(remote)
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return
+    except TimeoutError:
+        why = f"no answer within {timeout:g} s"
+    except ConnectionRefusedError:
+        why = "connection refused: nothing listens there"
+    except socket.gaierror as exc:
+        why = f"the host is unknown ({exc.strerror})"
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+    raise KqplanError(
+        f"cannot reach the Spark Connect server at {shown} ({redacted(remote)}): {why}",
+        hint=f"start one, e.g. from the pyspark package: $(python -c 'import pyspark, os; "
+        f"print(os.path.dirname(pyspark.__file__))')/sbin/start-connect-server.sh --conf "
+        f"spark.connect.grpc.binding.port={port}; or give --spark-remote (SPARK_REMOTE) the address of a "
+        "running server, or --spark-master local[*] to run Spark in this process")
+
+
+@contextmanager
+def ticking(progress: Progress, text: Callable[[], str], *, every: float = 0.5) -> Iterator[None]:
+    """Tell ``progress`` the step ``text()`` names every ``every`` seconds while the block runs, so
+    that a step that waits (a session starting, a Connect server's job between its progress
+    messages) still reaches a CI log's "still running" line."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(every):
+            progress(text())
+
+    thread = threading.Thread(target=tick, name="kqplan-spark-ticking", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextmanager
@@ -84,6 +164,8 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
         raise KqplanError("the Spark engine needs pyspark", hint="pip install 'kqplan[spark]'") from None
     target = where(master, remote)
     master, remote = target.master, target.remote
+    if remote:  # a server that is not there: said within seconds, not after pyspark's retries
+        reachable(remote)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # pyspark records a Connect session in the environment (SPARK_CONNECT_MODE_ENABLED, …), which
     # would turn every later local session of this process into a Connect one: restored after;
@@ -154,13 +236,17 @@ def watch(spark: Any, progress: Progress, label: str, *, every: float = 0.5) -> 
     Spark Connect, which has no status tracker."""
     progress(label)
     if type(spark).__module__.startswith("pyspark.sql.connect"):
+        latest = [label]
+
         def handler(stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
-            progress(tasks_text(label, [(s.num_completed_tasks, s.num_tasks)
-                                        for s in stages or () if not s.done]))
+            latest[0] = tasks_text(label, [(s.num_completed_tasks, s.num_tasks)
+                                           for s in stages or () if not s.done])
+            progress(latest[0])
 
         spark.registerProgressHandler(handler)
         try:
-            yield
+            with ticking(progress, lambda: latest[0], every=every):  # between the server's messages
+                yield
         finally:
             spark.removeProgressHandler(handler)
         return

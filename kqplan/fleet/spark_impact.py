@@ -6,7 +6,7 @@ the tests hold it to; the levels and the bucket rule are the core's, taken as da
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,7 +48,8 @@ KEYS = ["cluster", "user", "client_id", "key"]
 
 def usage_table(usage: Any, q: float | None) -> Any:
     """Every observed principal × the four keys, with ``usage``: the statistic (max, or Spark SQL's
-    exact ``percentile``) over its samples, null for a key without samples; ``untimed``, its usage
+    exact ``percentile``) over its samples, null for a key without samples; ``samples``, their
+    count; ``untimed``, its usage
     rows with a sample and without a ``ts``; and ``bad``, whether a row of it breaks a rule (an
     unchecked usage frame of :func:`kqplan.fleet.spark_usage.usage_frame` carries ``problem``). One
     aggregation of the wide usage rows per principal, the keys side by side."""
@@ -59,9 +60,11 @@ def usage_table(usage: Any, q: float | None) -> Any:
         sampled = sampled | F.col(k).isNotNull()
     bad = F.max(F.col("problem").isNotNull()) if "problem" in usage.columns else F.lit(False)
     wide = usage.groupBy("cluster", "user", "client_id").agg(
-        *(_statistic(k, q).alias(k) for k in USAGE_KEYS),
+        *(_statistic(k, q).alias(k) for k in USAGE_KEYS), *(F.count(k).alias(f"n_{k}") for k in USAGE_KEYS),
         F.count(F.when(sampled & F.col("ts").isNull(), 1)).alias("untimed"), bad.alias("bad"))
-    return wide.select("cluster", "user", "client_id", "untimed", "bad", _stacked("usage"))
+    triples = ", ".join(f"'{k}', `{k}`, `n_{k}`" for k in USAGE_KEYS)
+    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {triples}) as (key, usage, samples)")
+    return wide.select("cluster", "user", "client_id", "untimed", "bad", stacked)
 
 
 def _stacked(name: str) -> Any:
@@ -133,39 +136,60 @@ def _bucket_usage(base: Any, won: Any, means: Any, *, side: str, q: float | None
     return group_usage(members, means, total=f"{side}_group_usage", q=q, untimed=untimed)
 
 
-def group_usage(members: Any, means: Any, *, total: str, q: float | None, untimed: Sequence[str]) -> Any:
+def group_usage(members: Any, means: Any, *, total: str, q: float | None, untimed: Sequence[str],
+                counts: bool = False) -> Any:
     """``(g_cluster, g_key, g_bu, g_bc, total)`` per group of ``members`` (``cluster, user,
     client_id, key, usage, bu, bc``; a group is ``cluster, key, bu, bc``): per window, each
     member's mean (``means``: ``cluster, user, client_id, key, w, mean``) summed over the group,
     then the statistic over the windows; in an ``untimed`` cluster the members' statistics summed
-    (:func:`kqplan.fleet.impact.group_usage`)."""
+    (:func:`kqplan.fleet.impact.group_usage`). ``counts`` (members with ``samples``): also
+    ``g_samples``, the members' samples summed, and ``g_windows``, the group's windows (null when
+    untimed; :func:`kqplan.fleet.impact.group_windows`)."""
     from pyspark.sql import functions as F
 
     group = ["cluster", "key", "bu", "bc"]
+    windows = [F.count("*").alias("g_windows")] if counts else []
     timed = (members.join(means, KEYS).groupBy(*group, "w").agg(F.sum("mean").alias("window"))
-             .groupBy(*group).agg(_statistic("window", q).alias(total)))
+             .groupBy(*group).agg(_statistic("window", q).alias(total), *windows))
     summed = (members.where(F.col("cluster").isin(list(untimed)) & F.col("usage").isNotNull())
-              .groupBy(*group).agg(F.sum("usage").alias(total)))
-    return timed.unionByName(summed).select(*(F.col(c).alias(f"g_{c}") for c in group), total)
+              .groupBy(*group).agg(F.sum("usage").alias(total),
+                                   *([F.lit(None).cast("long").alias("g_windows")] if counts else [])))
+    found = timed.unionByName(summed).select(*(F.col(c).alias(f"g_{c}") for c in group), total,
+                                             *(["g_windows"] if counts else []))
+    if not counts:
+        return found
+    n = members.groupBy(*group).agg(F.sum("samples").alias("g_samples"))
+    n = n.select(*(F.col(c).alias(f"n_{c}") for c in group), "g_samples")
+    joined = found.join(n, [F.col(f"g_{c}").eqNullSafe(F.col(f"n_{c}")) for c in group], "left")
+    return joined.drop(*(f"n_{c}" for c in group))
+
+
+Seen = Callable[[Collection[str]], None]
+"""Told every cluster the usage names (an unknown one is an error or a warning: the caller's)."""
 
 
 @contextmanager
-def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, window: float
-                     ) -> Iterator[tuple[Any, Any, list[str]]]:
+def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, window: float,
+                     seen: Seen | None = None) -> Iterator[tuple[Any, Any, list[str]]]:
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
     :func:`usage_table` of ``clusters``, each principal-key's mean per window, and the clusters
     with a sample without ``ts`` (not windowed). Two reads of the usage in all: an unchecked usage
     frame (one with ``problem``) is checked by the first aggregation, every row of any cluster,
-    and only when a row breaks a rule is the usage searched again, for the message."""
+    and only when a row breaks a rule is the usage searched again, for the message. ``seen`` hears
+    every cluster the usage names, from the same aggregation (the other clusters' rates left out
+    of it), before anything else is computed."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_usage import check, read_error
 
     mine = F.col("cluster").isin(list(clusters))
     unchecked = "problem" in usage.columns
-    # the rows to check: any broken row (its cluster may be unnamed), and those of ``clusters``
+    # the rows to check: any broken row (its cluster may be unnamed), and those of ``clusters``;
+    # every row when the clusters named are wanted, the other clusters' rates left out
     wanted = (mine | F.col("cluster").isNull() | F.col("problem").isNotNull()) if unchecked else mine
-    table = usage_table(usage.where(wanted), q).persist()
+    source = usage.where(wanted) if seen is None else usage.select(
+        *(F.when(mine, F.col(c)).alias(c) if c in USAGE_KEYS else F.col(c) for c in usage.columns))
+    table = usage_table(source, q).persist()
     means = None
     try:
         try:  # the first action: the usage is read now
@@ -174,6 +198,8 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
             raise read_error(usage.sparkSession, exc) from None
         if broken:
             check(usage)  # raises, naming the first broken row
+        if seen is not None:
+            seen([r[0] for r in table.select("cluster").distinct().collect()])
         base = table.where(mine).drop("bad")
         untimed = sorted(r[0] for r in base.where(F.col("untimed") > 0).select("cluster").distinct()
                          .collect())
@@ -200,16 +226,18 @@ def same_group(cluster: str, key: str, bu: str, bc: str) -> list[Any]:
 
 @contextmanager
 def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
-                 q: float | None, *, window: float = DEFAULT_WINDOW) -> Iterator[tuple[Any, list[str]]]:
+                 q: float | None, *, window: float = DEFAULT_WINDOW,
+                 seen: Seen | None = None) -> Iterator[tuple[Any, list[str]]]:
     """The impact table as a DataFrame — every principal joined against the eight precedence levels
     (the quota side), the first that sets the key taken, each bucket's usage summed — and
     the clusters whose usage is not windowed. Columns: those of
     :class:`~kqplan.fleet.impact.ImpactRow`, with each bucket as its tags (``before_bu, before_bc``,
     ``after_bu, after_bc``) instead of its display form. The two aggregates of the usage it reads
-    (per-principal statistics, window means) are computed once each and kept while it is used."""
+    (per-principal statistics, window means) are computed once each and kept while it is used;
+    ``seen`` hears the clusters the usage names (:func:`usage_aggregates`)."""
     from pyspark.sql import functions as F
 
-    with usage_aggregates(usage, list(states), q, window) as (base, means, untimed):
+    with usage_aggregates(usage, list(states), q, window, seen) as (base, means, untimed):
         table = base
         for side, label in ((0, "before"), (1, "after")):
             entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
@@ -232,10 +260,10 @@ def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]]
 
 
 def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
-                q: float | None, *, window: float = DEFAULT_WINDOW) -> Impact:
+                q: float | None, *, window: float = DEFAULT_WINDOW, seen: Seen | None = None) -> Impact:
     """The rows of :func:`kqplan.fleet.impact.impact_rows` from a usage frame
     (:func:`kqplan.fleet.spark_usage.usage_frame`), :func:`impact_frame` collected."""
-    with impact_frame(spark, states, usage, q, window=window) as (table, untimed):
+    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (table, untimed):
         collected = collect_rows(table)
     rows = sorted(ImpactRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], shown_tags(r[7], r[8]), r[9], r[10],
                             r[11], shown_tags(r[12], r[13]), r[14], r[15], r[16]) for r in collected)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqplan.core.entity import Entity
 from kqplan.core.quotas import QUOTA_KEYS
@@ -17,6 +17,7 @@ from kqplan.fleet.impact import DEFAULT_WINDOW
 from kqplan.fleet.rightsize import (
     BYTE_STEPS,
     PLAIN_STEPS,
+    UNWRITTEN,
     Action,
     ProposalRow,
     Rules,
@@ -24,6 +25,9 @@ from kqplan.fleet.rightsize import (
     target,
 )
 from kqplan.fleet.usage import USAGE_KEYS
+
+if TYPE_CHECKING:
+    from kqplan.fleet.spark_impact import Seen
 
 
 def _bands() -> list[tuple[str, int, list[float]]]:
@@ -71,8 +75,9 @@ def _per_key(values: Mapping[str, float]) -> Any:
 
 
 def _decided(spark: Any, table: Any, rules: Rules) -> Any:
-    """``table`` (with ``bucket_usage`` and the struct ``current``) with ``need``, ``proposal``
-    and ``action``: the tolerance rule, as :meth:`Rules.decide`."""
+    """``table`` (with ``bucket_usage``, ``g_samples``, ``g_windows`` and the struct ``current``)
+    with ``need``, ``proposal`` and ``action``: the tolerance rule, a lowering on too little
+    evidence held, as :meth:`Rules.decide`."""
     from pyspark.sql import functions as F
 
     table = with_rounded(spark, table.withColumn("need", F.col("bucket_usage") * F.lit(rules.headroom)))
@@ -82,11 +87,15 @@ def _decided(spark: Any, table: Any, rules: Rules) -> Any:
     if rules.caps:
         proposal = F.least(proposal, _per_key(rules.caps))  # least/greatest skip a null bound
     value, p = F.col("current.value"), F.col("proposal")
+    lower = F.lit(Action.LOWER.value)
+    if rules.min_samples:  # the evidence: the bucket's windows, or without ts its samples
+        evidence = F.coalesce(F.col("g_windows"), F.col("g_samples"))
+        lower = F.when(evidence < F.lit(rules.min_samples), F.lit(Action.HOLD.value)).otherwise(lower)
     action = (F.when(p.isNull(), F.lit(None))
               .when(value.isNull(), F.lit(Action.LIMIT.value))
               # Spark orders NaN above every number (Python: no comparison holds); both give lower
               .when((p <= value) & (value <= p * F.lit(1.0 + rules.tolerance)), F.lit(Action.KEEP.value))
-              .when(value < p, F.lit(Action.RAISE.value)).otherwise(F.lit(Action.LOWER.value)))
+              .when(value < p, F.lit(Action.RAISE.value)).otherwise(lower))
     return table.withColumn("proposal", proposal).withColumn("action", action)
 
 
@@ -97,9 +106,10 @@ _RANKS = {(u, c): level.rank for u, c, entity in (
 
 
 def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any, rules: Rules, *,
-                        window: float = DEFAULT_WINDOW) -> list[ProposalRow]:
+                        window: float = DEFAULT_WINDOW, seen: Seen | None = None) -> list[ProposalRow]:
     """The rows of :func:`~kqplan.fleet.rightsize.proposal_rows` from a usage frame
-    (:func:`kqplan.fleet.spark_impact.usage_frame`)."""
+    (:func:`kqplan.fleet.spark_usage.usage_frame`); ``seen`` hears the clusters the usage names
+    (:func:`kqplan.fleet.spark_impact.usage_aggregates`)."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_impact import (
@@ -112,7 +122,7 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
         with_effective,
     )
 
-    with usage_aggregates(usage, list(states), rules.q, window) as (base, means, untimed):
+    with usage_aggregates(usage, list(states), rules.q, window, seen) as (base, means, untimed):
         entries = quota_entries(spark, states)
         table = with_effective(spark, base.where(F.col("usage").isNotNull()), entries, "current")
         unlimited = F.col("current").isNull()
@@ -123,8 +133,8 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
         table = (table.withColumn("now_u", now_u).withColumn("now_c", now_c)
                  .withColumn("bu", F.when(unlimited, F.col("user")).otherwise(now_u))
                  .withColumn("bc", F.when(unlimited, own_c).otherwise(now_c)))
-        totals = group_usage(table.select(*KEYS, "usage", "bu", "bc"), means, total="bucket_usage",
-                             q=rules.q, untimed=untimed)
+        totals = group_usage(table.select(*KEYS, "usage", "samples", "bu", "bc"), means, total="bucket_usage",
+                             q=rules.q, untimed=untimed, counts=True)
         table = (table.join(totals, same_group("cluster", "key", "bu", "bc"), "left")
                  .drop("g_cluster", "g_key", "g_bu", "g_bc"))
         # the decided table is read four times below: computed once, its plan cut short
@@ -140,7 +150,7 @@ def _pinned(spark: Any, table: Any, entries: Any, rules: Rules) -> list[Proposal
     from kqplan.fleet.spark import collect_rows
     from kqplan.fleet.spark_impact import KEYS, shown_tags, with_effective
 
-    written = F.col("action") != Action.KEEP.value
+    written = ~F.col("action").isin(*(a.value for a in UNWRITTEN))
 
     def slot(name: str) -> Any:
         return F.when(F.col(name).isNull(), F.lit("A")).otherwise(F.concat(F.lit("N:"), F.col(name)))
@@ -163,16 +173,19 @@ def _pinned(spark: Any, table: Any, entries: Any, rules: Rules) -> list[Proposal
     moved = F.coalesce(F.col("after").isNotNull() & (F.col("after.rank") != expected), F.lit(False))
     action = F.when(moved & ~written, F.lit(Action.PIN.value)).otherwise(F.col("action"))
     after_value = F.when(written, F.col("proposal")).otherwise(F.col("current.value"))
-    result = table.select(*KEYS, "usage", "now_u", "now_c", "bucket_usage", "need", "proposal",
-                          F.col("current.value"), F.col("current.source"), action.alias("action"),
+    result = table.select(*KEYS, "usage", "now_u", "now_c", "bucket_usage", "g_samples", "g_windows", "need",
+                          "proposal", F.col("current.value"), F.col("current.source"), action.alias("action"),
                           after_value.alias("after_value"), moved.alias("moved"), "bu", "bc")
     collected = collect_rows(result)
-    check_rows([(r[0], r[1], r[2], r[3], shown_tags(r[15], r[16]), r[8], r[9]) for r in collected])
+    # r: 0-3 the principal-key, 4 usage, 5-6 the bucket now, 7 its usage, 8 samples, 9 windows, 10 need,
+    # 11 proposal, 12-13 the quota now, 14 action, 15 after_value, 16 moved, 17-18 the bucket written
+    check_rows([(r[0], r[1], r[2], r[3], shown_tags(r[17], r[18]), r[10], r[11]) for r in collected])
     rows = []
     for r in collected:
-        kept = r[12] == Action.KEEP.value
-        shown = target(r[1], r[2]).display if r[14] else r[11] if kept else shown_tags(r[15], r[16])
+        kept = r[14] in {a.value for a in UNWRITTEN}
+        shown = target(r[1], r[2]).display if r[16] else r[13] if kept else shown_tags(r[17], r[18])
         assert shown is not None  # a kept quota has a source; a written one an entity
-        rows.append(ProposalRow(r[0], r[1], r[2], r[3], r[4], shown_tags(r[5], r[6]), r[7], r[8], r[9], r[10],
-                                r[11], r[12], r[13], shown))
+        windows = None if r[9] is None else int(r[9])
+        rows.append(ProposalRow(r[0], r[1], r[2], r[3], r[4], shown_tags(r[5], r[6]), r[7], r[10], r[11],
+                                r[12], r[13], r[14], r[15], shown, int(r[8]), windows))
     return sorted(rows)

@@ -10,7 +10,7 @@ the few other names are collected, spelled by the core, and joined back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqplan.core.entity import DEFAULT_NAME, escape_name, visible
 from kqplan.core.errors import KqplanError
@@ -19,6 +19,9 @@ from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, ClusterImpact, Throttled
 from kqplan.fleet.spark import frame_of
 from kqplan.fleet.tables import BINS, CAP, Histogram, edges
+
+if TYPE_CHECKING:
+    from kqplan.fleet.spark_impact import Seen
 
 IMPACT = "impact.parquet"
 UNUSED = "unused.parquet"
@@ -140,18 +143,28 @@ def _summaries(table: Any, unused: Any, clusters: Sequence[str], untimed: Sequen
     for r in hit.join(members, group).collect():
         throttled.setdefault(r["cluster"], []).append(
             Throttled(r["after_group"], r["key"], r["members"], r["usage"], r["quota"]))
+    relieved: dict[str, list[Throttled]] = {}
+    freed = (table.where(before & ~F.col("would_throttle") & F.col("before_group").isNotNull())
+             .groupBy("cluster", "before_group", "key")
+             .agg(F.countDistinct("user", "client_id").alias("members"),
+                  F.first("before_group_usage").alias("usage"), F.first("before_value").alias("quota")))
+    for r in freed.collect():
+        relieved.setdefault(r["cluster"], []).append(
+            Throttled(r["before_group"], r["key"], r["members"], r["usage"], r["quota"]))
     return {c: ClusterImpact(principals.get(c, 0), tuple(sorted(throttled.get(c, []))), unlimited.get(c, 0),
-                             unused_count.get(c, 0), c not in untimed) for c in sorted(clusters)}
+                             unused_count.get(c, 0), c not in untimed, tuple(sorted(relieved.get(c, []))))
+            for c in sorted(clusters)}
 
 
 def write_impact(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
-                 q: float | None, *, out: str, window: float = DEFAULT_WINDOW
+                 q: float | None, *, out: str, window: float = DEFAULT_WINDOW, seen: Seen | None = None
                  ) -> tuple[dict[str, ClusterImpact], dict[str, Histogram]]:
     """``out/impact.parquet`` and ``out/unused.parquet`` written by Spark (replaced when there),
-    and what the summary and the charts need."""
+    and what the summary and the charts need; ``seen`` hears the clusters the usage names before
+    anything is written (:func:`kqplan.fleet.spark_impact.usage_aggregates`)."""
     from kqplan.fleet.spark_impact import impact_frame
 
-    with impact_frame(spark, states, usage, q, window=window) as (frame, untimed):
+    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (frame, untimed):
         table = with_display(spark, frame).persist()
         try:
             table.write.mode("overwrite").parquet(join_uri(out, IMPACT))

@@ -17,12 +17,9 @@ from typing import Any
 from kqplan.core.errors import KqplanError
 from kqplan.fleet.spark import frame_of
 from kqplan.fleet.usage import (
-    COLUMNS_HINT,
     NAME_HINT,
-    NUMBER,
     RATE_HINT,
     REPLACEMENT,
-    TIME,
     TS_HINT,
     TS_RANGE,
     USAGE_KEYS,
@@ -33,8 +30,10 @@ from kqplan.fleet.usage import (
     read_parquet,
     read_usage,
     refusal,
+    refuse_columns,
     usage_files,
 )
+from kqplan.fleet.usage_schema import COLUMNS_HINT, NAMES, NUMBER, TIME, unknown_columns
 
 _WIDE = ("cluster string, user string, client_id string, ts double, "
          + ", ".join(f"{k} double" for k in USAGE_KEYS))
@@ -45,8 +44,12 @@ _CHECKS = ("problem string, file string, ts_text string, bad_row string, "
            + ", ".join(f"raw_{k} string, bad_{k} boolean" for k in USAGE_KEYS))
 """The columns an unchecked usage frame adds: what is wrong with the row (null: nothing), where it
 comes from, and each cell as written, for :func:`check`'s message; ``bad_row``: what is wrong
-with the row itself (``json``: a line that is no JSON object; ``name``: a name that is no text;
-``ts``: a ``ts`` of a type that is no time)."""
+with the row itself (``json``: a line that is no JSON object; ``column:…``: a line naming columns
+the usage schema does not have; ``name``: a name that is no text; ``ts``: a ``ts`` of a type that
+is no time)."""
+_UNKNOWN = "column:"
+"""``problem`` of a JSON line naming columns the usage schema does not have: this, then the names
+(separated by NUL)."""
 JSON = "kq_json"
 """The one column a JSON lines file is read as: each line a VARIANT, its types kept (Spark's
 inference would turn ``5`` and ``"5"`` into one string, and explode a line that is a list)."""
@@ -126,8 +129,8 @@ def _parquet_types(path: Path) -> tuple[str, ...]:
     of one schema together, and a ``ts`` written as a number in one file and as a timestamp in
     another would stop the read."""
     schema = read_parquet(path, schema_only=True)
-    wanted = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
-    return tuple(f"{name}:{schema.field(name).type}" for name in wanted if name in schema.names)
+    refuse_columns(path, schema.names)
+    return tuple(f"{name}:{schema.field(name).type}" for name in NAMES if name in schema.names)
 
 
 def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] = (), *,
@@ -142,6 +145,8 @@ def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] =
     it to check (:func:`kqplan.fleet.spark_impact.usage_aggregates`), and :func:`check` to name."""
     try:
         frame = _usage_frame(spark, usage, tables)
+    except KqplanError:
+        raise
     except Exception as exc:  # what Spark cannot read, named: a Connect server's paths above all
         raise read_error(spark, exc) from None
     if not checked:
@@ -254,11 +259,13 @@ def _path_frames(spark: Any, paths: Sequence[Path]) -> list[tuple[Any, bool]]:
 def _usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str]) -> Any:
     from pyspark.sql import functions as F
 
-    paths = [Path(u) for u in usage if not is_uri(u)]
+    paths = [Path(u) for u in usage if not is_uri(u)]  # their headers and footers checked as listed
     read = [(frame, nanos, F.input_file_name()) for frame, nanos in _path_frames(spark, paths)]
     for uri in (str(u) for u in usage if is_uri(u)):
-        read += [(frame, nanos, F.input_file_name()) for frame, nanos in _uri_frames(spark, uri)]
-    read += [(spark.table(name), False, F.lit(f"table {name}")) for name in tables]
+        read += [(_columns_kept(frame, uri), nanos, F.input_file_name())
+                 for frame, nanos in _uri_frames(spark, uri)]
+    read += [(_columns_kept(spark.table(name), f"--usage-table {name}"), False, F.lit(f"table {name}"))
+             for name in tables]
     frames = [_checked_columns(frame, nanos, origin) for frame, nanos, origin in read]
     if not frames:
         return frame_of(spark, [], f"{_WIDE}, {_CHECKS}")
@@ -274,6 +281,15 @@ def _usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str])
     problem = (F.when(F.col("bad_row").isNotNull(), F.col("bad_row")).when(unnamed, F.lit("name"))
                .when(no_time, F.lit("ts")).when(bad, F.lit("value")))
     return rows.withColumn("problem", problem)
+
+
+def _columns_kept(frame: Any, where: str) -> Any:
+    """``frame`` (of a URI or a table), once its columns are the usage schema's: a missing cluster
+    or user, or a column of another name, is refused naming ``where`` (a JSON lines frame's names
+    are judged line by line, as it is read)."""
+    if JSON not in frame.columns:
+        refuse_columns(where, frame.columns)
+    return frame
 
 
 def _checked_columns(frame: Any, nanos: bool, origin: Any) -> Any:
@@ -366,10 +382,12 @@ def _json_columns(frame: Any, origin: Any) -> Any:
     type named in the first: expressions stay shallow (Spark Connect bounds their depth)."""
     from pyspark.sql import functions as F
 
-    names = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    names = NAMES
+    known = ", ".join(_sql_text(n) for n in names)
     typed = frame.select(
         F.col(JSON), origin.alias("file"), *(F.expr(_json_kind(n)).alias(f"kq_t_{n}") for n in names),
-        F.expr(f"coalesce(schema_of_variant({JSON}) LIKE 'OBJECT%', false)").alias("kq_object"))
+        F.expr(f"coalesce(schema_of_variant({JSON}) LIKE 'OBJECT%', false)").alias("kq_object"),
+        F.expr(f"array_except(json_object_keys(to_json({JSON})), array({known}))").alias("kq_unknown"))
 
     def sql(name: str, to: str = "string") -> str:
         return f"try_variant_get({JSON}, '$.{name}', '{to}')"
@@ -402,7 +420,9 @@ def _json_columns(frame: Any, origin: Any) -> Any:
         F.when(of("ts", "text"), cell("ts")).when(~of("ts", "none"),
                                                   F.expr(f"to_json(variant_get({JSON}, '$.ts', 'variant'))"))
         .alias("ts_text"), "file",
-        F.when(~F.col("kq_object"), F.lit("json")).when(bad_name, F.lit("name"))
+        F.when(~F.col("kq_object"), F.lit("json"))
+        .when(F.size("kq_unknown") > 0, F.concat(F.lit(_UNKNOWN), F.array_join("kq_unknown", "\u0000")))
+        .when(bad_name, F.lit("name"))
         .when(of("ts", "other"), F.lit("ts")).alias("bad_row"))
 
 
@@ -430,6 +450,9 @@ def check(frame: Any) -> None:
     if row["problem"] == "json":
         raise refusal(where, "a line", "not a JSON object (or not JSON)", hint="one JSON object per line; "
                       + COLUMNS_HINT)
+    if row["problem"].startswith(_UNKNOWN):
+        raise refusal(where, "a line", str(unknown_columns(row["problem"][len(_UNKNOWN):].split("\0"))),
+                      hint=COLUMNS_HINT)
     if row["problem"] == "name":
         raise refusal(where, "a row", "cluster and user are required, as text (client_id: text or an "
                       "integer)", hint=NAME_HINT)

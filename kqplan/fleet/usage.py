@@ -6,9 +6,11 @@ sample was taken: seconds since the epoch, or an ISO 8601 time (``2026-11-22T10:
 when no offset is given), or a Parquet timestamp. A row with no rate at all still names an
 observed principal. A rate is a finite number at least 0; anything else (NaN, infinity, a
 negative rate, a boolean, bytes, an object) is refused naming the file, the row (``row N``; a
-JSON lines file: ``line N``) and the column (:func:`checked`). The Spark engine reads the same
-files with its own readers (:func:`kqplan.fleet.spark_usage.usage_frame`) under these rules,
-which :data:`NUMBER` and :data:`TIME` spell for both.
+JSON lines file: ``line N``) and the column (:func:`checked`). The columns are those of
+:mod:`kqplan.fleet.usage_schema` (``schemas/usage-v1.json``): a CSV header, a Parquet schema or a
+JSON line naming another column is refused, with the closest name. The Spark engine reads the
+same files with its own readers (:func:`kqplan.fleet.spark_usage.usage_frame`) under these rules,
+which the schema's ``NUMBER`` and ``TIME`` spell for both.
 """
 
 from __future__ import annotations
@@ -26,20 +28,23 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kqplan.core.errors import KqplanError
-from kqplan.core.quotas import CLIENT_KEYS
+from kqplan.fleet.usage_schema import (
+    COLUMNS_HINT,
+    NAMES,
+    NUMBER,
+    RATES,
+    TIME,
+    column_problem,
+    missing_column,
+    unknown_columns,
+)
 
 _T = TypeVar("_T")
 
-USAGE_KEYS: tuple[str, ...] = CLIENT_KEYS
+USAGE_KEYS: tuple[str, ...] = RATES
 """producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate."""
-
-NUMBER = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-"""A ``ts`` written as seconds since the epoch (one regex, used by both engines)."""
-TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
-        r"([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$")
-"""A ``ts`` written as an ISO 8601 date or time: a date, or a date and a time to the second (with
-up to 6 decimals), then ``Z``, an offset ``+HH:MM``, or nothing (UTC)."""
 _NUMBER, _TIME = re.compile(NUMBER), re.compile(TIME)
+_KNOWN = frozenset(NAMES)
 TS_RANGE = (-62135596800.0, 253402300799.0)
 """Seconds since the epoch a ``ts`` may name: the years 1 to 9999, as ISO 8601 writes them (a
 number beyond is milliseconds or nanoseconds, not seconds)."""
@@ -97,7 +102,6 @@ def statistic(values: Sequence[float], q: float | None) -> float:
 
 
 _USAGE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
-COLUMNS_HINT = f"columns: cluster, user, client_id, ts and any of {', '.join(USAGE_KEYS)}"
 TS_HINT = ("write ts as seconds since the epoch (not milliseconds) or an ISO 8601 time, e.g. "
            "2026-11-22T10:00:00Z")
 RATE_HINT = ("a rate is a finite number >= 0 (bytes per second, percent, mutations per second); "
@@ -279,28 +283,41 @@ def json_record(path: Path, line_number: int, line: str) -> Mapping[str, object]
             type(record), "a number")
         raise refusal(path, f"line {line_number}", f"not a JSON object ({kind})",
                       hint="one JSON object per line; " + COLUMNS_HINT)
+    if not _KNOWN.issuperset(record):
+        raise refusal(path, f"line {line_number}", str(unknown_columns(list(record))), hint=COLUMNS_HINT)
     return record
 
 
 def header_problem(path: Path | str, names: Sequence[str] | None) -> None:
-    """Refuse a CSV header (the first line) that does not name cluster and user, or names a
-    usage column twice: a CSV file without a header would be read as no rows at all."""
+    """Refuse a CSV header (the first line) that does not name cluster and user, names a column
+    twice or names one the usage schema does not have: a CSV file without a header would be read as
+    no rows at all, and a misspelt column (``client-id``) as a column of nothing."""
     from kqplan.core.entity import visible
 
-    columns = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
     hint = "the first line of a usage CSV file names its columns; " + COLUMNS_HINT
     if names is None:
         raise refusal(path, "line 1", "no header (the file is empty)", hint=hint)
     if not names or list(names) == [""]:
         raise refusal(path, "line 1", "no header (the first line is empty)", hint=hint)
-    for column in ("cluster", "user"):
-        if column not in names:
-            shown = visible(",".join(names))
-            shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            raise refusal(path, "line 1", f"the header has no {column} column: {shown}", hint=hint)
-    for column in columns:
+    missing = missing_column(names)
+    if missing is not None:
+        shown = visible(",".join(names))
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise refusal(path, "line 1", f"the header has {missing}: {shown}", hint=hint)
+    for column in NAMES:
         if list(names).count(column) > 1:
             raise refusal(path, "line 1", f"the header names {column} twice", hint=hint)
+    unknown = unknown_columns(names)
+    if unknown is not None:
+        raise refusal(path, "line 1", unknown, hint=hint)
+
+
+def refuse_columns(path: Path | str, names: Sequence[str]) -> None:
+    """Refuse a Parquet file (a URI, a table) whose columns miss cluster or user or name a column the
+    usage schema does not have."""
+    problem = column_problem(names)
+    if problem is not None:
+        raise refusal(path, "", problem, hint=COLUMNS_HINT)
 
 
 def _not_parquet(path: Path, exc: Exception) -> KqplanError:
@@ -328,14 +345,14 @@ def _parquet_records(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = ("cluster", "user", "client_id", "ts", *USAGE_KEYS)
     i = 0
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise _not_parquet(path, exc) from None
     with parquet:
-        wanted = [c for c in columns if c in parquet.schema_arrow.names]
+        refuse_columns(path, parquet.schema_arrow.names)
+        wanted = [c for c in NAMES if c in parquet.schema_arrow.names]
         batches = parquet.iter_batches(batch_size=8192, columns=wanted)
         while True:
             try:

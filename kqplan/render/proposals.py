@@ -14,17 +14,17 @@ from typing import Protocol
 
 from kqplan.render.escape import markdown_cell, markdown_code, markdown_text
 
-SUMMARY_COLUMNS = ("principals", "raise", "lower", "limit", "pin", "keep", "entities")
-"""The counts of a cluster's row, in this order."""
+SUMMARY_COLUMNS = ("principals", "raise", "lower", "limit", "pin", "keep", "hold", "entities")
+"""The counts of a cluster's row, in this order (``hold``: lowerings held back on too few samples)."""
 
-ChangeRow = tuple[str, int, str, str, str, str, str, str]
-"""entity, principals, key, the statistic, need, now, proposal, action."""
+ChangeRow = tuple[str, int, str, str, str, str, str, str, str, str]
+"""entity, principals, key, the statistic, samples, windows, need, now, proposal, action."""
 
 
 class ProposalsView(Protocol):
     """What the tables show. ``clusters``: (name, counts in :data:`SUMMARY_COLUMNS` order or None
-    when it failed, error); ``changes``: (cluster, rows of (entity, principals, key, stat, need,
-    now, proposal, action), how many more there are than rows)."""
+    when it failed, error); ``changes``: (cluster, rows of (entity, principals, key, stat, samples,
+    windows, need, now, proposal, action), how many more there are than rows)."""
 
     @property
     def stat(self) -> str: ...
@@ -45,9 +45,9 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def _change_row(row: ChangeRow) -> str:
-    entity, members, key, stat, need, now, proposal, action = row
+    entity, members, key, stat, samples, windows, need, now, proposal, action = row
     return _row([markdown_code(entity, cell=True), str(members), markdown_code(key, cell=True),
-                 *(markdown_cell(text) for text in (stat, need, now, proposal, action))])
+                 *(markdown_cell(text) for text in (stat, samples, windows, need, now, proposal, action))])
 
 
 def render_markdown(view: ProposalsView) -> str:
@@ -64,8 +64,8 @@ def render_markdown(view: ProposalsView) -> str:
             continue
         lines += ["", f"#### {markdown_code(cluster)}", "",
                   f"| entity | principals | key | {markdown_cell(view.stat)} "
-                  "| need | now | proposal | action |",
-                  "|---|---:|---|---:|---:|---|---:|---|"]
+                  "| samples | windows | need | now | proposal | action |",
+                  "|---|---:|---|---:|---:|---:|---:|---|---:|---|"]
         lines += [_change_row(row) for row in rows]
         if more:
             lines.append(f"\n… and {more} more in `proposals.md`.")

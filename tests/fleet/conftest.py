@@ -27,11 +27,19 @@ from tests.kafka.broker import free_ports
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from kqplan.fleet.spark import session
 
-    with session(master="local[1]") as active:
-        yield active
+    # Spark puts its default warehouse (where a CREATE TABLE without LOCATION goes) under the
+    # working directory of the session's start: a test directory, not the checkout
+    here = Path.cwd()
+    os.chdir(tmp_path_factory.mktemp("spark-cwd"))
+    try:
+        with session(master="local[1]") as active:
+            os.chdir(here)
+            yield active
+    finally:
+        os.chdir(here)
 
 
 SEED = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("gone"): {"producer_byte_rate": 3.0},

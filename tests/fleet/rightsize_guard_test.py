@@ -28,8 +28,9 @@ def project(root: Path, clusters: dict[str, str | None]) -> Path:
 
 
 def rightsize(config: Path, out: Path, *args: str):
+    # one sample per principal: --min-samples 1 lowers on it (by default a day of windows is asked)
     return run_cli("--config", config, "fleet", "rightsize", "--usage", config.parent / "usage.csv",
-                   "--out", out, *args)
+                   "--out", out, "--min-samples", "1", *args)
 
 
 def test_a_cluster_without_an_id_gets_a_manifest_that_validates_and_plans(tmp_path):

@@ -264,7 +264,7 @@ def test_impact_markdown_keeps_its_rows_and_columns_with_hostile_client_ids(tmp_
     assert "\u202e" not in text
     rows = _table_rows(text)
     assert len(rows) == 3  # header, rule, the cluster
-    assert {_cells(r) for r in rows} == {5}
+    assert {_cells(r) for r in rows} == {7}
     assert "newly throttled" in rows[0]
     assert "none" not in rows[2]
     assert len(text.splitlines()) == 5  # heading, blank, three table lines: no name added a line
