@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 
 from kqplan.cli.app import app, choice, console_streams, project_config, use_config
 from kqplan.cli.boundary import run
-from kqplan.cli.options import ConfigOpt
+from kqplan.cli.options import ConfigOpt, TimeoutOpt, start_timeout
 
 # -- fleet (kqplan/commands/fleet.py defines the sub-app) ------------------------------------------
 # [anchor: fleet commands]
@@ -39,13 +40,15 @@ AllowUnknownOpt = Annotated[bool, typer.Option(
 def fleet_snapshot(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.json.")],
     cluster: FleetClustersOpt = None,
+    timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """One describe per cluster, written as snapshots; exit 1 if any cluster failed."""
     from kqplan.commands.fleet import snapshot_command
 
     use_config(config)
-    return run(lambda: snapshot_command(project_config(), cluster or [], out=out, streams=console_streams()))
+    return run(_timed(timeout, lambda: snapshot_command(project_config(), cluster or [], out=out,
+                                                         streams=console_streams())))
 
 
 @fleet_app.command("impact")
@@ -68,6 +71,7 @@ def fleet_impact(
     spark_remote: SparkRemoteOpt = None,
     usage_table: UsageTableOpt = None,
     allow_unknown_clusters: AllowUnknownOpt = False,
+    timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Which observed clients each cluster's plan would throttle (per quota bucket, as Kafka shares
@@ -75,13 +79,13 @@ def fleet_impact(
     from kqplan.commands.fleet import Engine, FleetFormat, impact_command
 
     use_config(config)
-    return run(lambda: impact_command(
+    return run(_timed(timeout, lambda: impact_command(
         project_config(), cluster or [], usage=usage or [], tables=usage_table or [], stat=stat,
         window=window,
         engine=choice(Engine, engine, "--engine"),
         out=out, fmt=choice(FleetFormat, fmt, "--format"), fail_on_throttle=fail_on_throttle,
         streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote,
-        allow_unknown_clusters=allow_unknown_clusters), json_errors=fmt == "json")
+        allow_unknown_clusters=allow_unknown_clusters)), json_errors=fmt == "json")
 
 
 @fleet_app.command("plan")
@@ -97,16 +101,17 @@ def fleet_plan(
         "--detailed-exitcode", help="Exit 2 when any cluster would change (0: none, 1: error).")] = False,
     spark_master: SparkMasterOpt = None,
     spark_remote: SparkRemoteOpt = None,
+    timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Every cluster's plan with kqplan plan's semantics: a summary and the changed keys as a table."""
     from kqplan.commands.fleet import Engine, FleetFormat, plan_command
 
     use_config(config)
-    return run(lambda: plan_command(
+    return run(_timed(timeout, lambda: plan_command(
         project_config(), cluster or [], engine=choice(Engine, engine, "--engine"), out=out,
         fmt=choice(FleetFormat, fmt, "--format"), detailed_exitcode=detailed_exitcode,
-        streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote),
+        streams=console_streams(), spark_master=spark_master, spark_remote=spark_remote)),
         json_errors=fmt == "json")
 
 
@@ -139,6 +144,7 @@ def fleet_rightsize(
     spark_remote: SparkRemoteOpt = None,
     usage_table: UsageTableOpt = None,
     allow_unknown_clusters: AllowUnknownOpt = False,
+    timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Proposed quotas from observed usage, per quota bucket (the bucket's usage x headroom, rounded up),
@@ -146,10 +152,19 @@ def fleet_rightsize(
     from kqplan.commands.fleet import Engine, FleetFormat, rightsize_command
 
     use_config(config)
-    return run(lambda: rightsize_command(
+    return run(_timed(timeout, lambda: rightsize_command(
         project_config(), cluster or [], usage=usage or [], tables=usage_table or [], stat=stat,
         headroom=headroom, tolerance=tolerance,
         mins=minimum or [], labels=label or [], window=window, engine=choice(Engine, engine, "--engine"),
         out=out, fmt=choice(FleetFormat, fmt, "--format"), streams=console_streams(),
         spark_master=spark_master, spark_remote=spark_remote, min_samples=min_samples,
-        allow_unknown_clusters=allow_unknown_clusters), json_errors=fmt == "json")
+        allow_unknown_clusters=allow_unknown_clusters)), json_errors=fmt == "json")
+
+
+def _timed(timeout: str | None, call: Callable[[], int]) -> Callable[[], int]:
+    """``--timeout``: the command's clock starts inside the error boundary (a bad duration is an
+    error like any other). It bounds every wait on a cluster; Spark's own work is not cut."""
+    def body() -> int:
+        start_timeout(timeout)
+        return call()
+    return body

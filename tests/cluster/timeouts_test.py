@@ -137,3 +137,13 @@ def test_timeout_mid_apply_still_ends_with_a_report(tmp_path, monkeypatch):
         assert {statuses[u] for u in ents.users(1)} == {"unknown"}
         assert {statuses[u] for u in ents.users(2, 3, 4)} == {"not sent"}
         assert {v for u, v in ents.stored().items() if u in ents.users(2, 3, 4)} == {OLD}
+
+
+def test_timeout_bounds_a_fleet_command(silent_listener, tmp_path):
+    (tmp_path / "kqplan.toml").write_text(f'[clusters.hung]\nbootstrap-server = "{silent_listener}"\n')
+    took, code, out = timed("--config", tmp_path / "kqplan.toml", "fleet", "snapshot", "--out",
+                            tmp_path / "out", "--timeout", "2s")
+    assert code == 1, out
+    assert took < 6, took
+    assert f"connected to {silent_listener}, but the broker did not answer within" in out
+    assert "(--timeout 2 s)" in out
