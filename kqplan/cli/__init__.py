@@ -11,7 +11,8 @@ that ``kqplan --help`` and every start-up stay fast. The modules:
 - one module per group of commands, registering them on the app: :mod:`~kqplan.cli.plan`
   (validate, plan, apply), :mod:`~kqplan.cli.show` (show a saved plan), :mod:`~kqplan.cli.cluster`
   (init, export, describe, alter, resolve),
-  :mod:`~kqplan.cli.sandbox`, :mod:`~kqplan.cli.manifests` (schema, fmt, import) and
+  :mod:`~kqplan.cli.sandbox`, :mod:`~kqplan.cli.manifests` (schema, fmt, import),
+  :mod:`~kqplan.cli.throttled` (what Kafka throttled, from Prometheus) and
   :mod:`~kqplan.cli.fleet` (the ``fleet`` sub-app);
 - :mod:`~kqplan.cli.main`: the console entry point, which imports every group module.
 """

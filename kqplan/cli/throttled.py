@@ -1,0 +1,89 @@
+"""throttled: the quota buckets Kafka throttled, from Prometheus, with the quota and the manifest
+entry behind each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kqplan.cli.app import app, choice, cluster_entry, console_streams, project_config, use_config
+from kqplan.cli.boundary import run
+from kqplan.cli.options import (
+    BootstrapOpt,
+    ClusterOpt,
+    CommandConfigOpt,
+    ConfigOpt,
+    OptionalPathsArg,
+    SandboxOpt,
+    StateOpt,
+    TimeoutOpt,
+    target_of,
+)
+from kqplan.core.errors import KqplanError
+
+
+def _duration(text: str, option: str) -> float:
+    from kqplan.core.units import UnitError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except UnitError as exc:
+        raise KqplanError(f"{option}: {exc}", hint=exc.hint) from None
+
+
+@app.command()
+def throttled(
+    paths: OptionalPathsArg = None,
+    cluster: ClusterOpt = None,
+    state: StateOpt = None,
+    bootstrap_server: BootstrapOpt = None,
+    command_config: CommandConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    timeout: TimeoutOpt = None,
+    prometheus: Annotated[str | None, typer.Option(
+        "--prometheus", metavar="URL",
+        help="Prometheus's base URL, e.g. http://prometheus:9090 [env: KQPLAN_PROMETHEUS_URL]; "
+             "credentials: user:password@ in the URL, KQPLAN_PROMETHEUS_TOKEN (bearer) or "
+             "--prometheus-headers.")] = None,
+    selector: Annotated[str | None, typer.Option(
+        "--selector", metavar="'{LABEL=\"VALUE\",...}'",
+        help="Label matchers that pick this cluster's series, e.g. '{kafka_cluster=\"prod\"}'.")] = None,
+    since: Annotated[str, typer.Option(
+        "--since", metavar="DURATION", help="The window: the last 15m, 2h, ...")] = "15m",
+    step: Annotated[str | None, typer.Option(
+        "--step", metavar="DURATION",
+        help="Resolution of the window (default 1m, at least Prometheus's scrape interval).")] = None,
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", metavar="ROLE.NAME=VALUE",
+        help="Other metric names (repeatable): throttle.KEY=SELECTOR, usage.KEY=SELECTOR, "
+             "label.user=LABEL (and label.client_id, label.broker).")] = None,
+    headers: Annotated[Path | None, typer.Option(
+        "--prometheus-headers", dir_okay=False, metavar="FILE",
+        help="HTTP headers for Prometheus, 'Name: value' per line (Authorization, X-Scope-OrgID) "
+             "[env: KQPLAN_PROMETHEUS_HEADERS].")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | markdown | json", metavar="FORMAT")] = "text",
+    detailed_exitcode: Annotated[bool, typer.Option(
+        "--detailed-exitcode", help="Exit 2 when a bucket was throttled (0: none, 1: error).")] = False,
+    config: ConfigOpt = None,
+) -> int:
+    """List the quota buckets Kafka throttled (throttle-time > 0), worst first, with their quota."""
+    from kqplan.commands.throttled import ThrottledFormat, throttled_command, window_of
+    from kqplan.metrics.source import PrometheusSource
+
+    use_config(config)
+
+    def body() -> int:
+        chosen = choice(ThrottledFormat, fmt, "--format")
+        target = target_of(state, bootstrap_server, command_config, sandbox, timeout)
+        window = window_of(_duration(since, "--since"),
+                           _duration(step, "--step") if step is not None else None)
+        given = paths or []
+        project = project_config(given)
+        return throttled_command(
+            given, target, project, PrometheusSource(prometheus, selector, headers, tuple(metric or ())),
+            window=window, fmt=chosen, detailed_exitcode=detailed_exitcode,
+            streams=console_streams(), cluster=cluster_entry(cluster, project))
+
+    return run(body, json_errors=fmt == "json")
