@@ -80,7 +80,7 @@ def validate(
         return command(found, project,
                        fmt=choice(DiagnosticFormat, fmt, "--format"), strict=strict,
                        streams=console_streams(), related=related, profile=declared_profile(entry),
-                       config_problems=problems)
+                       config_problems=problems, brokers=entry.brokers if entry is not None else None)
 
     return run(body, json_errors=fmt == "json")
 

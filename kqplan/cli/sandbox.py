@@ -51,6 +51,10 @@ def sandbox(
     flavor: Annotated[_SandboxFlavor, typer.Option(
         "--flavor", help="Answer as a KRaft 4.3 broker (kraft) or a ZooKeeper-mode 3.9 broker (zk).",
         case_sensitive=False)] = _SandboxFlavor.KRAFT,
+    brokers: Annotated[int, typer.Option(
+        "--brokers", min=1, metavar="N",
+        help="Advertise N brokers in Metadata (all served by this process): plans divide cluster-wide "
+        "budgets ({per-cluster: …}) by N.")] = 1,
 ) -> int:
     """Run the sandbox broker: a Kafka-wire client-quota broker that behaves like Kafka."""
     from kqplan.commands.sandbox import sandbox_command
@@ -59,4 +63,4 @@ def sandbox(
     return run(lambda: sandbox_command(
         host=host, port=port, state=state, seed=seed, cluster_id=cluster_id, request_log=request_log,
         sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=console_streams(),
-        flavor=Flavor(flavor.value)))
+        flavor=Flavor(flavor.value), brokers=brokers))

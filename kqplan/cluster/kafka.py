@@ -106,10 +106,27 @@ class KafkaCluster:
 
     def _read_identity(self) -> ClusterIdentity:
         if self._identity is None:
-            cluster_id = self._retrying(self.transport.cluster_id, "read the cluster id")
+            cluster_id, brokers = self._retrying(self._metadata, "read the cluster id")
             version, mode = self.transport.broker_kind()
-            self._identity = ClusterIdentity(cluster_id, self.config.bootstrap, version, mode)
+            self._identity = ClusterIdentity(cluster_id, self.config.bootstrap, version, mode, brokers)
         return self._identity
+
+    def _metadata(self) -> tuple[str | None, int | None]:
+        """The cluster id and the live broker count, from one Metadata answer (v1+; the transport's
+        ``cluster_id`` request, whose broker list budgets need too). (None, None) when the broker
+        does not serve Metadata v1."""
+        from kafka.protocol.metadata import MetadataRequest
+
+        # topics=[] asks for no topic metadata (v0 would read it as "all topics")
+        request = MetadataRequest(topics=[], allow_auto_topic_creation=False, min_version=1)
+        try:
+            response = self.transport.send(request)
+        except UnsupportedApi:
+            return None, None
+        cluster_id = getattr(response, "cluster_id", None)
+        brokers = getattr(response, "brokers", None)
+        count = len(brokers) if isinstance(brokers, list | tuple) and brokers else None
+        return (cluster_id if isinstance(cluster_id, str) else None), count
 
     def describe_ahead(self) -> None:
         """Read the identity and send a describe of everything, in a thread, now: the broker

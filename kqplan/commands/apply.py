@@ -106,6 +106,7 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             progress("Refreshing")
             ident = cluster.identity()
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
+            check_rollout_stale(plan, ident.brokers)
             check_stale(plan, cluster.describe(), ident.cluster_id)
             plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode))
         journal = record.planned(plan)
@@ -215,6 +216,27 @@ class Recorder:
         return json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n"
 
 
+def check_rollout_stale(plan: Plan, brokers: int | None) -> None:
+    """A saved plan is stale once an entry it counted on has expired (its ``valid_until``, judged by
+    KQPLAN_NOW or the system clock), or when budgets it divided by the broker count meet another
+    count: the manifests now ask for something else."""
+    from kqplan.config.clock import now
+    from kqplan.core.expiry import show_when
+
+    if plan.valid_until is not None and now() >= plan.valid_until:
+        made = f" (the plan was made at {show_when(plan.now)})" if plan.now is not None else ""
+        raise KqplanError(f"plan is stale: an entry of it expired at {show_when(plan.valid_until)}{made}; "
+                          "nothing was changed", hint="make a new plan (`kqplan plan --out FILE`): expired "
+                          "entries are left out of it (an override falls back to the layer beneath)")
+    if plan.uses_budgets and plan.cluster.brokers is not None and brokers is not None \
+            and brokers != plan.cluster.brokers:
+        raise KqplanError(f"plan is stale: it divides cluster-wide budgets by {plan.cluster.brokers} "
+                          f"brokers, but the cluster now has {brokers}; nothing was changed",
+                          hint="make a new plan (`kqplan plan --out FILE`), which divides them by the "
+                          "live count")
+
+
 def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:
-    """Show where the saved plan is being applied now (same id, maybe another address)."""
-    return replace(plan, cluster=cluster)
+    """Show where the saved plan is being applied now (same id, maybe another address; the broker
+    count its budgets were divided by, checked by :func:`check_rollout_stale`)."""
+    return replace(plan, cluster=replace(cluster, brokers=plan.cluster.brokers))

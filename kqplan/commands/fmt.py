@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
+from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.files import read_bounded_text, write_atomically
 from kqplan.render.escape import terminal
@@ -64,9 +65,13 @@ def _rewrite(path: Path, text: str, new: str, config: ProjectConfig) -> None:
     for anything else: ``fmt`` never changes meaning."""
     from kqplan.manifest.compile import load_desired
 
-    before = load_desired([path], config).quotas
+    def meaning(desired: DesiredState) -> tuple[object, ...]:  # what the manifest asks for
+        return (desired.quotas, desired.budgets, sorted((e.entity.display, e.at) for e in desired.expiring),
+                sorted((e.entity.display, e.at) for e in desired.expired))
+
+    before = meaning(load_desired([path], config))
     write_atomically(path, new)
-    if load_desired([path], config).quotas != before:
+    if meaning(load_desired([path], config)) != before:
         write_atomically(path, text)
         raise KqplanError(f"{path}: formatting would change what the manifest asks for; left as it was",
                           hint="please report this as a kqplan bug")

@@ -47,7 +47,7 @@ def read_users(path: Path) -> dict[str, SaslUser]:
 def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | None,
                     cluster_id: str | None, request_log: Path | None, sasl_users: Path | None,
                     tls_cert: Path | None, tls_key: Path | None, lag_ms: int, streams: Streams,
-                    flavor: Flavor = Flavor.KRAFT) -> int:
+                    flavor: Flavor = Flavor.KRAFT, brokers: int = 1) -> int:
     if (tls_cert is None) != (tls_key is None):
         raise KqplanError("--tls-cert and --tls-key go together")
     for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
@@ -75,7 +75,7 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
     config = SandboxConfig(
         host=host, port=port, sasl=bool(users), tls_cert=tls_cert, tls_key=tls_key,
         cluster_id=cluster_id or recorded_id or DEFAULT_CLUSTER_ID, seed=seeded, state_file=state,
-        users=users, request_log=request_log, lag_ms=lag_ms, flavor=flavor)
+        users=users, request_log=request_log, lag_ms=lag_ms, flavor=flavor, brokers=brokers)
 
     def announce(line: str) -> None:
         streams.print(line)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
-from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, render_text
+from kqplan.core.desired import DesiredState
+from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, render_text, sort_key
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.versions import ClusterProfile
 from kqplan.files import read_bounded
@@ -28,21 +29,45 @@ RENDER = {DiagnosticFormat.TEXT: render_text, DiagnosticFormat.JSON: render_json
           DiagnosticFormat.GITHUB: render_github}
 
 
-def _check(paths: Sequence[Path], config: ProjectConfig,
-           profile: ClusterProfile) -> tuple[list[Diagnostic], int, int]:
+def _check(paths: Sequence[Path], config: ProjectConfig, profile: ClusterProfile,
+           brokers: int | None = None) -> tuple[list[Diagnostic], int, int]:
     """Diagnostics (lint included when valid), entities and files of one manifest set."""
     from kqplan.core.lint import lint, name_warnings
 
     desired = load_desired(paths, config)
-    diags = list(desired.diagnostics)
+    diags = sorted([*desired.diagnostics, *expired_diagnostics(desired)], key=sort_key)
     if not desired.errors:
         from kqplan.core.versions import diagnostics as version_diagnostics
 
         diags += version_diagnostics(desired, profile)  # a declared mode/version (inventory)
         diags += lint(desired)  # shadowing: only meaningful on a valid state; names
+        if brokers is not None and desired.budgets:  # a declared broker count (inventory)
+            from kqplan.core.budgets import divide
+
+            diags += divide(desired, brokers, config.policy)[2]
     else:
         diags += name_warnings(desired)  # each name alone: as meaningful beside errors
     return diags, len(desired.quotas), desired.files
+
+
+def expired_diagnostics(desired: DesiredState) -> list[Diagnostic]:
+    """Every entry whose ``expires`` has passed (KQP158): validate, the PR check, refuses them.
+    Offline it cannot tell an entry just added from one left behind, so it refuses both; plan and
+    apply never do (they plan the revert: a nightly drift job must keep working)."""
+    from kqplan.core.diagnostics import Pending, locate
+    from kqplan.core.expiry import show_when
+    from kqplan.core.policy import EXPIRED
+
+    found = []
+    for expiry in desired.expired:
+        effect = (f"{expiry.entity.display} falls back to the layer beneath" if expiry.override else
+                  "an entity listed only here is deleted under an ownership scope with prune")
+        found.append(locate(expiry.origin.source, Pending(
+            EXPIRED, f"{'the override of ' if expiry.override else ''}{expiry.entity.display} expired "
+            f"{show_when(expiry.at)} and no longer applies: {effect}", expiry.loc,
+            hint="remove the entry (`kqplan plan` already leaves it out), or give it a later `expires:` "
+            "if the temporary quota is still needed")))
+    return found
 
 
 def _maybe_manifest(path: Path, limit: int) -> bool:
@@ -59,12 +84,13 @@ def _maybe_manifest(path: Path, limit: int) -> bool:
 def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFormat,
              strict: bool, streams: Streams, related: bool = False,
              profile: ClusterProfile = UNKNOWN_PROFILE,
-             config_problems: Sequence[Diagnostic] = ()) -> int:
+             config_problems: Sequence[Diagnostic] = (), brokers: int | None = None) -> int:
     """Exit 1 on any error (or, with ``strict``, any warning). ``related`` (pre-commit): each path
     is a changed file, validated with the manifest set it belongs to; other YAML is skipped.
     ``config_problems``: kqplan.toml's (``config`` is the file as far as it is valid): the run
     fails as on any bad kqplan.toml (DiagnosticsError, on stderr), with the manifests' problems
-    after the file's, so one run shows every one."""
+    after the file's, so one run shows every one. ``brokers``: the inventory's declared broker
+    count, which budgets are checked divided by."""
     if related:
         from kqplan.manifest.related import manifest_sets
 
@@ -75,7 +101,7 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
     diags: list[Diagnostic] = []
     entities = files = 0
     for manifest_set in sets:
-        found, n, f = _check(manifest_set, config, profile)
+        found, n, f = _check(manifest_set, config, profile, brokers)
         diags += [d for d in found if d not in diags]
         entities, files = entities + n, files + f
     if config_problems:

@@ -10,6 +10,7 @@ manifests = ["base", "overlays/prod"] # ordered layers; a later layer overrides 
 [clusters.staging]
 snapshot = "snapshots/staging.json"  # offline target (tests, fleet jobs)
 manifests = ["base", "overlays/staging"]
+brokers = 3                     # broker count for budgets ({per-cluster: …}) when the target has none
 
 [clusters]
 legacy = "OTHER-ID"             # the older form: a name for the `cluster:` guard only
@@ -20,6 +21,9 @@ max-delete-percent = 25
 required-keys = ["producer_byte_rate"]
 required-defaults = ["user"]
 required-labels = ["team"]
+expiry-warning = "7d"           # validate warns of entries expiring sooner (the default)
+max-expiry = "30d"              # entries may not expire further ahead (unset: no limit)
+protected-principals = [{user = "__strimzi-topic-operator"}, {user = "canary", client-id = "probe"}]
 [policy.keys.producer_byte_rate]
 min = "1KiB"
 max = "1GiB"
@@ -73,6 +77,9 @@ class ClusterEntry:
     """Declared metadata mode (``kraft`` | ``zookeeper``) for offline validation; detected online."""
     version: str | None = None
     """Declared Kafka version (``3.9``) for offline validation; detected online."""
+    brokers: int | None = None
+    """Declared broker count, which budgets (``{per-cluster: …}``) are divided by when the target
+    reports none (a snapshot); a live cluster's Metadata answer wins."""
 
     @property
     def has_target(self) -> bool:

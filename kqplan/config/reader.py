@@ -18,6 +18,7 @@ import math
 import re
 import tomllib
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +27,27 @@ from kqplan.config.model import CONFIG_ERROR, MISSING_LAYER, ClusterEntry, Proje
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, Span, did_you_mean, sort_key
 from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER, visible
 from kqplan.core.filenames import component_problem
-from kqplan.core.policy import DEFAULT_MAX_DELETE, DEFAULT_MAX_DELETE_PERCENT, KeyBounds, Policy
+from kqplan.core.policy import (
+    DEFAULT_EXPIRY_WARNING as DEFAULT_EXPIRY_WARNING_SPAN,
+)
+from kqplan.core.policy import (
+    DEFAULT_MAX_DELETE,
+    DEFAULT_MAX_DELETE_PERCENT,
+    KeyBounds,
+    Policy,
+    ProtectedPrincipal,
+)
 from kqplan.core.quotas import QUOTA_KEYS
 
-CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manifests", "mode", "version")
+CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manifests", "mode", "version",
+                  "brokers")
 LIMIT_FIELDS = {"max-file-mib": 128, "max-input-mib": 512}
 """``[limits]``: each a positive number of MiB, and its default."""
 POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
-                 "required-labels", "keys", "allow-unmanaged")
+                 "required-labels", "keys", "allow-unmanaged", "expiry-warning", "max-expiry",
+                 "protected-principals")
+DEFAULT_EXPIRY_WARNING = "7d"
+PRINCIPAL_FIELDS = ("user", "client-id")
 
 
 # -- the plain check ------------------------------------------------------------------------------
@@ -72,7 +86,9 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
             clusters[name] = value
             continue
         if not _table(value, CLUSTER_FIELDS) or not all(
-                type(v) is str for k, v in value.items() if k != "manifests"):
+                type(v) is str for k, v in value.items() if k not in ("manifests", "brokers")):
+            return None
+        if "brokers" in value and not (_int(value["brokers"]) and value["brokers"] >= 1):
             return None
         if not _strings(value.get("manifests", [])):
             return None
@@ -88,6 +104,9 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
             and all(_strings(policy.get(f, [])) for f in ("required-keys", "required-defaults",
                                                           "required-labels"))
             and type(policy.get("allow-unmanaged", True)) is bool and type(keys) is dict):
+        return None
+    rollout = _plain_rollout(policy)
+    if rollout is None:
         return None
     bounds: dict[str, Any] = {}
     for key, b in keys.items():
@@ -108,9 +127,27 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
         "policy": {"max-delete": max_delete, "max-delete-percent": percent,
                    **{f: list(policy.get(f, [])) for f in ("required-keys", "required-defaults",
                                                            "required-labels")},
-                   "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True)},
+                   "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True), **rollout},
         "limits": mib,
     }
+
+
+def _plain_rollout(policy: dict[str, Any]) -> dict[str, Any] | None:
+    """``expiry-warning``, ``max-expiry`` and ``protected-principals`` of a plain ``[policy]``
+    (their meaning is checked later, located), or None for the schema to say what is wrong."""
+    warning = policy.get("expiry-warning", DEFAULT_EXPIRY_WARNING)
+    longest = policy.get("max-expiry")
+    listed = policy.get("protected-principals", [])
+    if type(warning) is not str or (longest is not None and type(longest) is not str) \
+            or type(listed) is not list:
+        return None
+    principals = []
+    for item in listed:
+        if not (_table(item, PRINCIPAL_FIELDS) and type(item.get("user")) is str
+                and type(item.get("client-id", "")) is str):
+            return None
+        principals.append({"user": item["user"], "client-id": item.get("client-id")})
+    return {"expiry-warning": warning, "max-expiry": longest, "protected-principals": principals}
 
 
 # -- problems and values --------------------------------------------------------------------------
@@ -169,7 +206,7 @@ def _entry(base: Path, name: str, raw: str | dict[str, Any]) -> ClusterEntry:
     return ClusterEntry(name, id=raw["id"], bootstrap=raw["bootstrap-server"],
                         command_config=rel(raw["command-config"]), snapshot=rel(raw["snapshot"]),
                         manifests=tuple(base / m for m in raw["manifests"]), mode=raw["mode"],
-                        version=raw["version"])
+                        version=raw["version"], brokers=raw.get("brokers"))
 
 
 def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[Diagnostic]) -> None:
@@ -247,9 +284,46 @@ def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[s
                                          f"policy.keys.{key}: min is above max"))
             continue
         bounds.append(KeyBounds(key, low, high))
+    warning, longest = _spans(path, text, raw, problems)
     return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(required),
                   tuple(defaults), tuple(raw["required-labels"]), tuple(bounds), raw["allow-unmanaged"],
-                  path)
+                  warning, longest, _principals(path, text, raw, problems), path)
+
+
+def _spans(path: Path, text: str, raw: dict[str, Any],
+           problems: list[Diagnostic]) -> tuple[timedelta, timedelta | None]:
+    """``expiry-warning`` (7d unless set) and ``max-expiry`` (none unless set) as durations."""
+    from kqplan.core.expiry import ExpiryError, parse_span
+
+    found: list[timedelta | None] = []
+    for name, default in (("expiry-warning", DEFAULT_EXPIRY_WARNING_SPAN), ("max-expiry", None)):
+        value = raw.get(name)
+        if value is None:
+            found.append(default)
+            continue
+        try:
+            found.append(parse_span(value))
+        except ExpiryError as exc:
+            problems.append(config_error(path, text, ("policy", name), f"policy.{name}: {visible(str(exc))}",
+                                         exc.hint))
+            found.append(default)
+    warning = found[0] if found[0] is not None else DEFAULT_EXPIRY_WARNING_SPAN
+    return warning, found[1]
+
+
+def _principals(path: Path, text: str, raw: dict[str, Any],
+                problems: list[Diagnostic]) -> tuple[ProtectedPrincipal, ...]:
+    found = []
+    for i, item in enumerate(raw.get("protected-principals") or []):
+        if not item["user"] or item["client-id"] == "":
+            problems.append(config_error(
+                path, text, ("policy", "protected-principals", i),
+                f"policy.protected-principals[{i}]: an empty {'user' if not item['user'] else 'client-id'}",
+                "name the principal as Kafka sees it: user = \"NAME\" (without User:), and a client-id "
+                "only to protect that one client (without it, every client-id of the user is protected)"))
+            continue
+        found.append(ProtectedPrincipal(item["user"], item["client-id"]))
+    return tuple(found)
 
 
 _TOML_PLACE = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")

@@ -53,6 +53,12 @@ class _Cluster(_Strict):
     manifests: list[StrictStr] = Field(default_factory=list)
     mode: StrictStr | None = None
     version: StrictStr | None = None
+    brokers: StrictInt | None = Field(default=None, ge=1)
+
+
+class _Principal(_Strict):
+    user: StrictStr
+    client_id: StrictStr | None = Field(default=None, alias="client-id")
 
 
 class _KeyBounds(_Strict):
@@ -69,6 +75,9 @@ class _Policy(_Strict):
     required_labels: list[StrictStr] = Field(default_factory=list, alias="required-labels")
     keys: dict[str, _KeyBounds] = Field(default_factory=dict)
     allow_unmanaged: StrictBool = Field(default=True, alias="allow-unmanaged")
+    expiry_warning: StrictStr = Field(default="7d", alias="expiry-warning")
+    max_expiry: StrictStr | None = Field(default=None, alias="max-expiry")
+    protected_principals: list[_Principal] = Field(default_factory=list, alias="protected-principals")
 
 
 class _ConfigFile(_Strict):
@@ -83,6 +92,7 @@ _FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("clusters", "*"): tuple(f.alias or n for n, f in _Cluster.model_fields.items()),
     ("policy",): tuple(f.alias or n for n, f in _Policy.model_fields.items()),
     ("policy", "keys", "*"): ("min", "max"),
+    ("policy", "protected-principals", "#"): ("user", "client-id"),
     ("custom",): ("entity-types", "keys"),
     ("limits",): ("max-file-mib", "max-input-mib"),
 }
@@ -113,6 +123,13 @@ _EXPECTED: dict[tuple[str, ...], str] = {
     ("policy", "keys", "*", "min"): 'a number, or a size in quotes such as "10MiB"',
     ("policy", "keys", "*", "max"): 'a number, or a size in quotes such as "10MiB"',
     ("policy", "allow-unmanaged"): "true or false",
+    ("policy", "expiry-warning"): 'a duration in quotes, such as "7d" (s, m, h, d or w)',
+    ("policy", "max-expiry"): 'a duration in quotes, such as "30d" (s, m, h, d or w)',
+    ("policy", "protected-principals"): 'a list such as [{user = "canary", client-id = "probe"}]',
+    ("policy", "protected-principals", "#"): 'a table such as {user = "canary"}, with an optional client-id',
+    ("policy", "protected-principals", "#", "user"): "a user name in quotes",
+    ("policy", "protected-principals", "#", "client-id"): "a client-id in quotes",
+    ("clusters", "*", "brokers"): "a whole number of brokers, 1 or more",
     ("custom",): "a table ([custom])",
     ("custom", "entity-types"): 'a list of type names in quotes, such as ["group"]',
     ("custom", "entity-types", "#"): "a type name in quotes",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol
 
@@ -105,6 +105,10 @@ class ClusterIdentity:
     mode: str | None = None
     """``kraft`` or ``zookeeper``: ZooKeeper-mode brokers advertise the inter-broker APIs
     (LeaderAndIsr) on their client listeners, KRaft brokers do not."""
+    brokers: int | None = field(default=None, compare=False)
+    """How many brokers the cluster's Metadata answer lists (live brokers); None when the target
+    cannot tell (a snapshot). Cluster-wide budgets are divided by it. Not part of which cluster
+    this is (equality): a cluster stays itself when a broker is added."""
 
 
 class Cluster(Protocol):

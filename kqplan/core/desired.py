@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import NamedTuple
 
 from kqplan.core.diagnostics import Diagnostic, Loc, Source
 from kqplan.core.entity import Entity
+from kqplan.core.expiry import show_when
 from kqplan.core.metadata import Metadata
 from kqplan.core.ownership import Ownership
 
@@ -30,14 +32,40 @@ class Origin(NamedTuple):
         return ("entities", self.entry)
 
     @property
+    def here(self) -> str:
+        """``overlays/prod/q.yaml:5:5``: the entry's own place (found by one line scan, never by
+        composing)."""
+        place = self.source.entity_place(self.entry)
+        return f"{self.source.path}:{place[0]}:{place[1]}" if place else self.source.path
+
+    @property
     def display(self) -> str:
         """``overlays/prod/q.yaml:5:5`` (``… (overrides base/q.yaml:3:5)``), for plans: the file
-        names the layer, the place the entry (found by one line scan, never by composing)."""
-        place = self.source.entity_place(self.entry)
-        here = f"{self.source.path}:{place[0]}:{place[1]}" if place else self.source.path
+        names the layer, the place the entry."""
         if self.overrides is None:
-            return here
-        return f"{here} (overrides {self.overrides.display})"
+            return self.here
+        return f"{self.here} (overrides {self.overrides.display})"
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """An entry with ``expires:`` (:mod:`kqplan.core.expiry`): its entity, when, and the entry.
+    An ``override: true`` entry's expiry makes the entity fall back to the layer beneath."""
+
+    entity: Entity
+    at: datetime
+    origin: Origin
+    override: bool = False
+
+    @property
+    def loc(self) -> tuple[str | int, ...]:
+        """The entry's ``expires`` field."""
+        return (*self.origin.loc, "expires")
+
+    def expired_text(self) -> str:
+        """``expired 2026-12-01T00:00Z (q.yaml:12:5)``; ``override expired …`` for an override."""
+        what = "override expired" if self.override else "expired"
+        return f"{what} {show_when(self.at)} ({self.origin.here})"
 
 
 @dataclass(slots=True)
@@ -54,6 +82,15 @@ class DesiredState:
     with_default: set[Entity] = field(default_factory=set)
     """Entities with a ``<default>`` part ever put in ``quotas`` (one an override removed may
     remain): lint indexes only these, without asking each of 100k entities."""
+    budgets: dict[Entity, dict[str, float]] = field(default_factory=dict)
+    """Keys written as cluster-wide budgets (``{per-cluster: 300MiB}``), per-cluster values: not in
+    ``quotas`` until divided by a broker count (:func:`kqplan.core.budgets.divide`)."""
+    now: datetime | None = None
+    """The clock expiries were judged by (``KQPLAN_NOW`` or the system's)."""
+    expiring: list[Expiry] = field(default_factory=list)
+    """Entries in effect that carry ``expires``, in compile order."""
+    expired: list[Expiry] = field(default_factory=list)
+    """Entries whose ``expires`` has passed: treated as absent (an override falls back)."""
     ownership: Ownership = field(default_factory=Ownership)
     cluster_guard: str | None = None
     files: int = 0
@@ -62,3 +99,8 @@ class DesiredState:
     @property
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def next_expiry(self) -> datetime | None:
+        """When the first entry in effect expires: the desired state changes then by itself."""
+        return min((e.at for e in self.expiring), default=None)

@@ -12,9 +12,11 @@ import math
 import operator
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 from kqplan.core.cluster import Op
+from kqplan.core.diagnostics import Diagnostic
 from kqplan.core.entity import Entity
 from kqplan.core.metadata import Metadata
 from kqplan.core.ownership import Ownership
@@ -48,6 +50,14 @@ class Change:
     """Display only: the manifest (and layer) the desired entry came from; None for deletes."""
     metadata: Metadata | None = None
     """Display only: the entry's ``metadata`` (labels, description); never part of the diff."""
+    expires: datetime | None = None
+    """Display only: when the first entry behind ``after`` expires (``expires:``)."""
+    expired: tuple[str, ...] = ()
+    """Display only: why an expiry changes this entity, e.g. ``override expired
+    2026-12-01T00:00Z (overlays/prod/q.yaml:5:5)``."""
+    per_cluster: Mapping[str, float] | None = None
+    """Display only: the keys of ``after`` written as cluster-wide budgets, their per-cluster values
+    (``after`` holds them divided by the cluster's broker count)."""
     display: str = field(init=False, repr=False, compare=False)
     """``entity.display``, made once: a plan sorts by it, and every renderer and the plan file
     show it (20k changes: three calls each were ~0.1 s)."""
@@ -64,6 +74,9 @@ class ClusterRef:
     """Display only: the Kafka version (range) detected over the wire, when known."""
     mode: str | None = None
     """Display only: ``kraft`` or ``zookeeper``, when known."""
+    brokers: int | None = None
+    """The broker count budgets were divided by (the cluster's Metadata, or the inventory's
+    ``brokers``), when known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +105,22 @@ class Plan:
     unmanaged: tuple[tuple[Entity, Quotas], ...] = field(default=())
     """Cluster entities no manifest lists and no ownership scope covers (sorted): reported, never
     changed. Drift outside the manifests shows here."""
+    now: datetime | None = None
+    """The clock expiries were judged by (``KQPLAN_NOW`` or the system's); None when no entry has
+    ``expires:`` (a plan without one is the same whenever it is made)."""
+    valid_until: datetime | None = None
+    """When the first entry in effect expires: a saved plan applied from then on is stale."""
+    legacy: bool = field(default=False, compare=False)
+    """Read from a plan file saved by a kqplan that predates safe rollout: its JSON has none of
+    ``now``, ``valid_until``, ``cluster.brokers`` and the changes' rollout fields (its digest is
+    checked without them)."""
+    breaches: tuple[Diagnostic, ...] = field(default=(), compare=False)
+    """Never saved: KQP157 errors (protected principals given a new or lower quota); plan and
+    apply refuse the plan with them (:func:`kqplan.pipeline.guarded.guardrail_problem`)."""
+
+    @property
+    def uses_budgets(self) -> bool:
+        return any(c.per_cluster for c in self.changes)
 
     @property
     def summary(self) -> Summary:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from kqplan.core.desired import DesiredState
-from kqplan.core.diagnostics import Diagnostic, Pending, Source, Span, locate
+from kqplan.core.diagnostics import Diagnostic, Pending, Severity, Source, Span, locate
 from kqplan.core.entity import USER, Entity, EntityKind
 from kqplan.core.errors import KqplanError
+from kqplan.core.expiry import show_span, show_when
 from kqplan.core.plan import Action, Plan
 from kqplan.core.units import format_number
 
@@ -26,9 +28,14 @@ MISSING_DEFAULT = "KQP153"
 MISSING_LABEL = "KQP154"
 MASS_DELETE = "KQP155"
 PROTECTED = "KQP156"
+PROTECTED_PRINCIPAL = "KQP157"
+EXPIRED = "KQP158"
+EXPIRES_TOO_LATE = "KQP159"
+EXPIRES_SOON = "KQP161"
 
 DEFAULT_MAX_DELETE = 10
 DEFAULT_MAX_DELETE_PERCENT = 25.0
+DEFAULT_EXPIRY_WARNING = timedelta(days=7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,22 @@ class KeyBounds:
     key: str
     min: float | None
     max: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectedPrincipal:
+    """A principal no plan may give a new or a lower quota: a user and, optionally, a client-id
+    (None: every client-id the user connects with, none included)."""
+
+    user: str
+    client_id: str | None = None
+
+    @property
+    def display(self) -> str:
+        """``{user=canary, client-id=probe}``, ``{user=canary} (every client-id)``."""
+        if self.client_id is None:
+            return Entity.user(self.user).display + " (every client-id)"
+        return Entity.user_client(self.user, self.client_id).display
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +75,20 @@ class Policy:
     key_bounds: tuple[KeyBounds, ...] = ()
     allow_unmanaged: bool = True
     """False: a plan fails while cluster entities are outside every manifest and scope."""
+    expiry_warning: timedelta = DEFAULT_EXPIRY_WARNING
+    """``expiry-warning``: an entry expiring sooner than this is a warning (KQP161)."""
+    max_expiry: timedelta | None = None
+    """``max-expiry``: an entry may not expire further ahead than this (KQP159)."""
+    protected_principals: tuple[ProtectedPrincipal, ...] = ()
+    """``protected-principals``: no plan gives one a new or a lower quota (KQP157)."""
     source: Path | None = None
 
 
-def _rule(policy: Policy, name: str) -> str:
-    where = f" in {policy.source}" if policy.source is not None else ""
+def rule_name(policy: Policy | None, name: str) -> str:
+    """``[policy] max-expiry in kqplan.toml``: a setting, and where it is set."""
+    where = f" in {policy.source}" if policy is not None and policy.source is not None else ""
     return f"[policy] {name}{where}"
+
 
 
 def policy_diagnostics(desired: DesiredState, policy: Policy) -> list[Diagnostic]:
@@ -81,33 +112,64 @@ def policy_diagnostics(desired: DesiredState, policy: Policy) -> list[Diagnostic
             loc = (*origin.loc, "quotas", key)
             if bound.min is not None and value < bound.min:
                 report(BELOW_MIN, f"{key} = {format_number(value)} of {entity.display} is below the "
-                       f"minimum {format_number(bound.min)} ({_rule(policy, f'keys.{key}.min')})", loc,
+                       f"minimum {format_number(bound.min)} ({rule_name(policy, f'keys.{key}.min')})", loc,
                        "raise the value, or change the policy")
             if bound.max is not None and value > bound.max:
                 report(ABOVE_MAX, f"{key} = {format_number(value)} of {entity.display} is above the "
-                       f"maximum {format_number(bound.max)} ({_rule(policy, f'keys.{key}.max')})", loc,
+                       f"maximum {format_number(bound.max)} ({rule_name(policy, f'keys.{key}.max')})", loc,
                        "lower the value, or change the policy")
         if USER in entity and entity.kind is EntityKind.CLIENT:
-            missing = [k for k in policy.required_keys if k not in quotas]
+            budgets = desired.budgets.get(entity, {}) if desired.budgets else {}
+            missing = [k for k in policy.required_keys if k not in quotas and k not in budgets]
             if missing:
                 report(MISSING_KEY, f"{entity.display} does not set {', '.join(missing)}, required on "
-                       f"every user entity ({_rule(policy, 'required-keys')})", origin.loc,
+                       f"every user entity ({rule_name(policy, 'required-keys')})", origin.loc,
                        f"add {missing[0]} to its quotas (or to its profile)")
         if policy.required_labels:
             labels = dict(desired.metadata[entity].labels) if entity in desired.metadata else {}
             missing = [name for name in policy.required_labels if not labels.get(name)]
             if missing:
                 report(MISSING_LABEL, f"{entity.display} has no label {', '.join(missing)} "
-                       f"({_rule(policy, 'required-labels')})", origin.loc,
+                       f"({rule_name(policy, 'required-labels')})", origin.loc,
                        f"add `metadata: {{labels: {{{missing[0]}: ...}}}}` to the entry or to its file")
+    found += expiry_diagnostics(desired, policy)
     for types in policy.required_defaults:
         default = Entity(tuple((t, None) for t in types))
         if default not in desired.quotas:
             span = Span(str(policy.source), 0, 0) if policy.source is not None else Span("kqplan.toml", 0, 0)
             found.append(Diagnostic(MISSING_DEFAULT, f"no manifest lists {default.display}, required by "
-                                    f"{_rule(policy, 'required-defaults')}", span,
+                                    f"{rule_name(policy, 'required-defaults')}", span,
                                     hint=f"add an entry `{' '.join(f'{t}: <default>' for t in types)}` "
                                     "with its quotas"))
+    return found
+
+
+def expiry_diagnostics(desired: DesiredState, policy: Policy) -> list[Diagnostic]:
+    """Entries in effect that expire within ``expiry-warning`` (a warning, KQP161) or further
+    ahead than ``max-expiry`` (an error, KQP159), each at its ``expires``."""
+    now = desired.now
+    if now is None or not desired.expiring:
+        return []
+    found = []
+    for expiry in desired.expiring:
+        left = expiry.at - now
+        when = show_when(expiry.at)
+        if policy.max_expiry is not None and left > policy.max_expiry:
+            limit = show_span(policy.max_expiry)
+            found.append(locate(expiry.origin.source, Pending(
+                EXPIRES_TOO_LATE, f"{expiry.entity.display} expires {when}, further ahead than "
+                f"{limit} ({rule_name(policy, 'max-expiry')})", expiry.loc,
+                hint=f"temporary quotas may last at most {limit}: choose an earlier date (extend it "
+                "later in a reviewed change if needed)")))
+        elif left <= policy.expiry_warning:
+            what = "the override of " if expiry.override else ""
+            effect = (f"{expiry.entity.display} falls back to the layer beneath" if expiry.override else
+                      "an entity listed only here is deleted under an ownership scope with prune")
+            found.append(locate(expiry.origin.source, Pending(
+                EXPIRES_SOON, f"{what}{expiry.entity.display} expires {when}, within "
+                f"{show_span(policy.expiry_warning)} ({rule_name(policy, 'expiry-warning')}); from then "
+                f"on {effect}", expiry.loc, severity=Severity.WARNING,
+                hint="extend `expires:` if the quota is still needed, or remove the entry once it expired")))
     return found
 
 
@@ -155,4 +217,4 @@ def deletion_problem(plan: Plan, policy: Policy, protected: Collection[Entity], 
 def _brake(policy: Policy, name: str, value: float, default: float) -> str:
     """Which setting of the deletion brake tripped: a default one says so (the brake is on without
     any ``[policy]``), a configured one says where it is set."""
-    return f"the default [policy] {name}" if value == default else _rule(policy, name)
+    return f"the default [policy] {name}" if value == default else rule_name(policy, name)

@@ -120,7 +120,10 @@ def problems(state: Mapping[Entity, Mapping[str, float]], profile: ClusterProfil
 def diagnostics(desired: DesiredState, profile: ClusterProfile) -> list[Diagnostic]:
     """:func:`problems` as located errors at the manifest entries (KQP145)."""
     out: list[Diagnostic] = []
-    for problem in problems(desired.quotas, profile):
+    found = problems(desired.quotas, profile)
+    # budgets' keys too (their entities are in ``quotas``, judged above)
+    found += [p for p in problems(desired.budgets, profile) if p.key is not None]
+    for problem in found:
         origin = desired.origins.get(problem.entity)
         if origin is None:
             continue

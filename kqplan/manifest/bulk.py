@@ -55,7 +55,10 @@ class BulkPath(Compiling):
         # Entries repeat a few sets of quotas (tiers): one dict each, ~200 bytes less per entity.
         # The parsed values were shape-checked (int, float or str: no bool, which would equal 1).
         items = tuple(quotas_raw.items())
-        quotas = self.shared.get(items)
+        try:
+            quotas = self.shared.get(items)
+        except TypeError:  # a mapping among the values (a budget, {per-cluster: …}): the general path
+            return False
         if quotas is None:
             cached = self.values.cache.get
             names = _CLIENT_KEY_NAMES.get

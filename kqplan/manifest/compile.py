@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from kqplan.config.model import ProjectConfig
@@ -30,21 +31,23 @@ from kqplan.perf import paused_gc
 
 
 def compile_manifests(loaded: Iterable[LoadedManifest], config: ProjectConfig, *,
-                      layers: Iterable[int] | None = None) -> DesiredState:
+                      layers: Iterable[int] | None = None, now: datetime | None = None) -> DesiredState:
     """Profiles, guard, ownership and entities of each file in turn, layer by layer
-    (``layers[i]`` is the layer of ``loaded[i]``; all 0 when not given)."""
+    (``layers[i]`` is the layer of ``loaded[i]``; all 0 when not given); ``expires:`` judged by
+    ``now`` (None: the clock, read at the first entry that has one)."""
     if layers is None:
-        return _compile(((item, 0) for item in loaded), config)
-    return _compile(zip(loaded, layers, strict=True), config)
+        return _compile(((item, 0) for item in loaded), config, now)
+    return _compile(zip(loaded, layers, strict=True), config, now)
 
 
-def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig) -> DesiredState:
+def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig,
+             now: datetime | None = None) -> DesiredState:
     """Each file is asked for only when the one before is compiled (its parsed entries let go as
     they compile), so a lazy ``files`` (:func:`kqplan.manifest.loader.iter_load`) holds one batch
     parsed at a time. Any file may use any file's profile: the first entry naming a profile not
     seen yet reads the remaining files (and their profiles) first, which keeps every outcome and
     message as if all profiles came first."""
-    compiler = Compiler(config)
+    compiler = Compiler(config, now)
     stream = iter(files)
     ahead: deque[tuple[LoadedManifest, int]] = deque()
 
@@ -119,13 +122,20 @@ def _read_whole(compiler: Compiler, mark: Mark, item: LoadedManifest, layer: int
     return 1
 
 
-def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
+def load_desired(paths: Sequence[Path], config: ProjectConfig, *,
+                 now: datetime | None = None) -> DesiredState:
     """Load, shape-check and compile manifests; ``.diagnostics`` holds every problem found.
 
     Each path is a layer, in order: an entity of a later layer may override the same entity of
     an earlier one with ``override: true`` (a cluster's ``manifests`` in kqplan.toml are layers).
     Files are read one at a time as they compile (:func:`kqplan.manifest.loader.iter_load`).
+    ``expires:`` is judged by ``now``: ``KQPLAN_NOW`` or the system clock unless given
+    (:mod:`kqplan.config.clock`); the state records it.
     """
+    if now is None:
+        from kqplan.config.clock import now as clock
+
+        now = clock()
     diagnostics: list[Diagnostic] = []
     seen: set[Path] = set()
 
@@ -139,7 +149,7 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig) -> DesiredState:
                 yield item, layer
 
     with paused_gc():
-        state = _compile(files(), config)
+        state = _compile(files(), config, now)
     state.files += len(diagnostics and {d.span.path for d in diagnostics})
     state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
     if not state.errors:

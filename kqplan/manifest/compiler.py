@@ -29,6 +29,7 @@ from kqplan.manifest.entries import ENTRY_FIELD_SET, EntryChecks, kind_name
 from kqplan.manifest.fast.plain import PlainEntries
 from kqplan.manifest.fast.slices import SlicedEntries
 from kqplan.manifest.source import LoadedManifest, SourceFile
+from kqplan.manifest.temporary import Temporary
 
 _PLAIN_FIELDS = frozenset({USER, CLIENT_ID, "quotas"})
 _KEY_NAMES = {key: key for key in QUOTA_KEYS}
@@ -36,7 +37,7 @@ _KEY_NAMES = {key: key for key in QUOTA_KEYS}
 (250k strings, 17 MiB, in a 100k-entity plan)."""
 
 
-class Compiler(EntryChecks, BulkPath):
+class Compiler(EntryChecks, BulkPath, Temporary):
     """Adds each file's profiles, guard, ownership and entities to the desired state, reporting
     every problem where it is; :meth:`finish` locates them and returns the state."""
 
@@ -53,16 +54,22 @@ class Compiler(EntryChecks, BulkPath):
                     hint="profiles share one namespace across all files; rename one"))
                 continue
             quotas: dict[str, float] = {}
+            budgets: dict[str, float] = {}
             for key, raw in values.items():
                 kloc = (*loc, key)
                 if not self.known_key(key):
                     self.unknown_key(source, kloc, key, list(QUOTA_KEYS))
                     continue
+                if raw.__class__ is dict:
+                    budget = self.budget(source, kloc, key, raw)
+                    if budget is not None:
+                        budgets[_KEY_NAMES.get(key, key)] = budget
+                    continue
                 value = self.values.parse(source, kloc, key, raw)
                 if value is not None and (key not in QUOTA_KEYS
                                           or self.values.check(source, kloc, key, value)):
                     quotas[_KEY_NAMES.get(key, key)] = value
-            self.profiles[name] = Profile(quotas, source, loc)
+            self.profiles[name] = Profile(quotas, source, loc, budgets)
 
     def add_ownership(self, loaded: LoadedManifest) -> None:
         ownership = loaded.manifest.ownership
@@ -166,34 +173,43 @@ class Compiler(EntryChecks, BulkPath):
 
     def add_entry(self, source: SourceFile, loc: Loc, entity: Entity, raw: dict[str, Any], *,
                   layer: int, doc_meta: Metadata | None) -> None:
-        """One valid entity entry: new, a duplicate, or an override of an earlier layer."""
+        """One valid entity entry: new, a duplicate, or an override of an earlier layer; one whose
+        ``expires`` passed takes no effect (:mod:`kqplan.manifest.temporary`)."""
         state = self.state
         override = raw.get("override") is True
+        at = self.entry_expiry(source, loc, raw) if "expires" in raw else None
+        if at is False:
+            return
         first = state.origins.get(entity)
         if first is None and state.absent and entity in state.absent:
             first = self.removed.get(entity)
-        earlier: dict[str, float] | None = None
-        if first is not None:
-            if not override or first.layer == layer:
-                hint = ("merge the two entries into one" if first.layer == layer else
+        lapsed = self.lapsed.get(entity) if first is None and self.lapsed else None
+        earlier: tuple[dict[str, float], dict[str, float]] | None = None
+        base = first or lapsed
+        if base is not None:
+            if not override or base.layer == layer:
+                hint = ("merge the two entries into one" if base.layer == layer else
                         "to change it in this layer, add `override: true` to this entry")
                 self.report(source, Pending(
                     "KQP102", f"entity {entity.display} is listed twice", loc,
-                    related=((first.source, first.loc, "first listed"),), hint=hint))
+                    related=((base.source, base.loc, "first listed"),), hint=hint))
                 return
-            earlier = state.quotas.get(entity, {})
+            earlier = (state.quotas.get(entity, {}), state.budgets.get(entity, {}))
         elif override:
             self.report(source, Pending(
                 "KQP122", f"override: true, but no earlier layer lists {entity.display}", (*loc, "override"),
                 at_key=True, hint="remove `override: true`, or list the entity in an earlier layer "
                 "(layers are the paths given, in order, or a cluster's `manifests` in kqplan.toml)"))
             return
-        quotas = self.entity_quotas(source, loc, entity, entity.kind, raw, earlier=earlier)
-        if quotas is None:
+        compiled = self.entity_quotas(source, loc, entity, entity.kind, raw, earlier=earlier)
+        if compiled is None:
             return
         index = loc[1]  # loc is ("entities", index)
         assert isinstance(index, int)
-        origin = Origin(source, index, layer, first)
+        origin = Origin(source, index, layer, base)
+        if (at is not None or lapsed is not None) and self.settle_expiry(
+                entity, at, origin, override=override, listed=first is not None, lapsed=lapsed is not None):
+            return
         if first is not None and self.journal is not None:
             self.journal.append(self.saved(entity))
         state.origins[entity] = origin
@@ -204,7 +220,17 @@ class Compiler(EntryChecks, BulkPath):
                 state.metadata[entity] = merged
         if "protect" in raw:
             (state.protected.add if raw["protect"] is True else state.protected.discard)(entity)
-        if quotas:
+        self.put(entity, origin, *compiled)
+
+    def put(self, entity: Entity, origin: Origin, quotas: dict[str, float],
+            budgets: dict[str, float]) -> None:
+        """The entry's keys as the entity's desired state (none: it must not exist)."""
+        state = self.state
+        if budgets:
+            state.budgets[entity] = budgets
+        elif state.budgets:
+            state.budgets.pop(entity, None)
+        if quotas or budgets:
             state.quotas[entity] = quotas
             if entity.has_default:
                 state.with_default.add(entity)
@@ -216,16 +242,19 @@ class Compiler(EntryChecks, BulkPath):
             self.removed[entity] = origin
 
     def entity_quotas(self, source: SourceFile, loc: Loc, entity: Entity, kind: EntityKind,
-                      raw: dict[str, Any], *, earlier: dict[str, float] | None = None
-                      ) -> dict[str, float] | None:
-        """The entry's quotas (over ``earlier`` for an override); None after reporting a problem."""
+                      raw: dict[str, Any], *,
+                      earlier: tuple[dict[str, float], dict[str, float]] | None = None
+                      ) -> tuple[dict[str, float], dict[str, float]] | None:
+        """The entry's quotas and budgets (over ``earlier``'s for an override); None after
+        reporting a problem. A key is either a per-broker value or a budget, never both."""
         custom = kind is EntityKind.CUSTOM
         valid_keys = keys_for(kind)
-        quotas: dict[str, float] = dict(earlier) if earlier is not None else {}
+        quotas: dict[str, float] = dict(earlier[0]) if earlier is not None else {}
+        budgets: dict[str, float] = dict(earlier[1]) if earlier is not None else {}
         ok = True
         profile = raw.get("profile")
         if profile is not None:
-            inherited = self.apply_profile(source, loc, entity, profile, quotas)
+            inherited = self.apply_profile(source, loc, entity, profile, quotas, budgets=budgets)
             if inherited is None:
                 return None
             ok = inherited
@@ -240,26 +269,31 @@ class Compiler(EntryChecks, BulkPath):
                     ok = False
                 else:
                     quotas.pop(key, None)
+                    budgets.pop(key, None)
                 continue
             if key not in valid_keys and not self.key_allowed(source, kloc, entity, key, custom):
                 ok = False
                 continue
-            value = self.values.valid(source, kloc, key, value_raw)
+            is_budget = value_raw.__class__ is dict
+            value = (self.budget(source, kloc, key, value_raw) if is_budget
+                     else self.values.valid(source, kloc, key, value_raw))
             if value is None:
                 ok = False
                 continue
-            quotas[_KEY_NAMES.get(key, key)] = value
-        if ok and not quotas and earlier is None:
+            name = _KEY_NAMES.get(key, key)
+            (budgets if is_budget else quotas)[name] = value
+            (quotas if is_budget else budgets).pop(name, None)
+        if ok and not quotas and not budgets and earlier is None:
             self.report(source, Pending(
                 "KQP118", f"entity {entity.display} sets no quotas", loc,
                 hint="add a `quotas:` map or a `profile:`; to delete an entity from the cluster, "
                 "remove it from the manifests and use ownership.prune"))
             return None
-        return quotas if ok else None
+        return (quotas, budgets) if ok else None
 
     def apply_profile(self, source: SourceFile, loc: Loc, entity: Entity, profile: str,
-                      quotas: dict[str, float]) -> bool | None:
-        """Start ``quotas`` from a profile; None if the profile does not exist."""
+                      quotas: dict[str, float], *, budgets: dict[str, float]) -> bool | None:
+        """Start ``quotas`` (and ``budgets``) from a profile; None if the profile does not exist."""
         kind = entity.kind
         found = self.profiles.get(profile)
         if found is None and self.read_rest is not None:  # perhaps a file not compiled yet has it
@@ -274,14 +308,16 @@ class Compiler(EntryChecks, BulkPath):
                     else "define it under `profiles:`")))
             return None
         ok = True
-        for key, inherited in found.quotas.items():
+        for key, inherited, into, other in [*((k, v, quotas, budgets) for k, v in found.quotas.items()),
+                                            *((k, v, budgets, quotas) for k, v in found.budgets.items())]:
             if kind is not EntityKind.CUSTOM and key in QUOTA_KEYS and key_error(key, kind):
                 self.report(source, Pending(
                     "KQP111", f"profile '{profile}' sets {key}, which {kind_name(entity)} "
                     f"entities do not take", (*loc, "profile"),
                     hint=f"{kind_name(entity)} entities take {', '.join(keys_for(kind))}"))
                 ok = False
-            quotas[key] = inherited
+            into[key] = inherited
+            other.pop(key, None)
         return ok
 
     def _guard_name(self, guard: str) -> str:

@@ -7,7 +7,8 @@ compiler's parts (:mod:`kqplan.manifest.entries`, :mod:`kqplan.manifest.bulk`,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from kqplan.config.model import ProjectConfig
@@ -28,15 +29,22 @@ class Profile:
     quotas: dict[str, float]
     source: SourceFile
     loc: Loc
+    budgets: dict[str, float] = field(default_factory=dict)
+    """Keys written as cluster-wide budgets (per-cluster values)."""
 
 
 class Compiling:
     """The compile's state; the compiler's parts extend it (:mod:`kqplan.manifest.entries`,
     :mod:`kqplan.manifest.bulk`, :mod:`kqplan.manifest.compiler`)."""
 
-    def __init__(self, config: ProjectConfig) -> None:
+    def __init__(self, config: ProjectConfig, now: datetime | None = None) -> None:
         self.config = config
-        self.state = DesiredState()
+        self.state = DesiredState(now=now)
+        self.now = now
+        """The clock ``expires:`` is judged by (None: the first entry with one reads it)."""
+        self.lapsed: dict[Entity, Origin] = {}
+        """Entities listed only by entries that expired (KQP102 still applies to them; an
+        override of one is inert)."""
         self.profiles: dict[str, Profile] = {}
         self.scopes: list[tuple[bool, list[ScopePattern]]] = []
         self.guard: tuple[str, SourceFile, Loc] | None = None
@@ -61,13 +69,16 @@ class Compiling:
     def mark(self, item: LoadedManifest) -> Mark:
         """Where the compile stands before ``item``, a sliced file, adds anything; starts the journal."""
         self.journal = []
-        return Mark(item.source, len(self.pending), len(self.profiles), len(self.scopes), self.guard)
+        state = self.state
+        return Mark(item.source, len(self.pending), len(self.profiles), len(self.scopes), self.guard,
+                    len(state.expiring), len(state.expired))
 
     def saved(self, entity: Entity) -> Saved:
         state = self.state
         return Saved(entity, state.origins.get(entity), state.quotas.get(entity),
                      state.metadata.get(entity), self.removed.get(entity),
-                     (entity in state.absent, entity in state.protected, entity in state.with_default))
+                     (entity in state.absent, entity in state.protected, entity in state.with_default),
+                     state.budgets.get(entity))
 
     def undo(self, mark: Mark) -> None:
         """Everything added since ``mark``: the file's entities, the overrides it made (restored
@@ -79,6 +90,10 @@ class Compiling:
         self.journal = None
         for entity in [e for e, o in state.origins.items() if o.source is mark.source]:
             Saved(entity, None, None, None, None, (False, False, False)).restore(self)  # gone
+        for entity in [e for e, o in self.lapsed.items() if o.source is mark.source]:
+            del self.lapsed[entity]
+        del state.expiring[mark.expiring:]
+        del state.expired[mark.expired:]
         del self.pending[mark.pending:]
         for name in list(self.profiles)[mark.profiles:]:
             del self.profiles[name]
@@ -97,6 +112,8 @@ class Mark(NamedTuple):
     profiles: int
     scopes: int
     guard: tuple[str, SourceFile, Loc] | None
+    expiring: int = 0
+    expired: int = 0
 
 
 class Saved(NamedTuple):
@@ -109,6 +126,7 @@ class Saved(NamedTuple):
     removed: Origin | None
     sets: tuple[bool, bool, bool]
     """Membership of ``absent``, ``protected`` and ``with_default``."""
+    budgets: dict[str, float] | None = None
 
     def restore(self, compiler: Compiling) -> None:
         state, entity = compiler.state, self.entity
@@ -116,6 +134,7 @@ class Saved(NamedTuple):
         _put(state.quotas, entity, self.quotas)
         _put(state.metadata, entity, self.metadata)
         _put(compiler.removed, entity, self.removed)
+        _put(state.budgets, entity, self.budgets)
         for members, present in zip((state.absent, state.protected, state.with_default), self.sets,
                                     strict=True):
             (members.add if present else members.discard)(entity)

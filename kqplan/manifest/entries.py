@@ -14,7 +14,7 @@ from kqplan.core.quotas import QUOTA_KEYS, entity_error, keys_for
 from kqplan.manifest.compiling import Compiling
 from kqplan.manifest.source import SourceFile
 
-ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "metadata", "quotas")
+ENTRY_FIELDS = ("user", "client-id", "ip", "profile", "override", "protect", "expires", "metadata", "quotas")
 
 
 ENTRY_FIELD_SET = frozenset(ENTRY_FIELDS)

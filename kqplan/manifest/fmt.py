@@ -21,7 +21,7 @@ from kqplan.manifest.yamlio import number_of, scalar
 
 TOP_ORDER = ("apiVersion", "kind", "cluster", "metadata", "ownership", "profiles", "entities")
 ENTITY_ORDER = ("user", "client-id", "ip")
-ENTITY_TAIL = ("profile", "override", "protect", "metadata", "quotas")
+ENTITY_TAIL = ("profile", "override", "protect", "expires", "metadata", "quotas")
 
 
 def _reorder(mapping: CommentedMap, first: tuple[str, ...], last: tuple[str, ...] = ()) -> None:
@@ -63,12 +63,22 @@ def _canonical_quotas(quotas: Any) -> None:
         return
     for key in sorted(quotas, key=str):
         quotas.move_to_end(key)
-        spec = QUOTA_KEYS.get(key)
-        value = number_of(quotas[key])
-        if spec is not None and spec.bytes_per_second and value is not None:
-            shown = scalar(key, value)
-            if isinstance(shown, str) or not isinstance(quotas[key], str):
-                quotas[key] = shown
+        if isinstance(quotas[key], CommentedMap):  # a budget, {per-cluster: VALUE}: its value alike
+            _canonical_value(quotas[key], key, "per-cluster")
+        else:
+            _canonical_value(quotas, key, key)
+
+
+def _canonical_value(mapping: CommentedMap, key: str, field: str) -> None:
+    """A byte rate in the shortest exact unit (a number that has none stays a number)."""
+    if field not in mapping:
+        return
+    spec = QUOTA_KEYS.get(key)
+    value = number_of(mapping[field])
+    if spec is not None and spec.bytes_per_second and value is not None:
+        shown = scalar(key, value)
+        if isinstance(shown, str) or not isinstance(mapping[field], str):
+            mapping[field] = shown
 
 
 def _yaml(sequence: int, offset: int) -> YAML:

@@ -19,8 +19,11 @@ __all__ = ["API_VERSION", "KIND", "EntityEntry", "Manifest", "Metadata", "Owners
 
 _UNIT_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(" + "|".join(UNITS) + r")\s*$"
 
-QuotaValue = StrictInt | StrictFloat | StrictStr
-"""A number, or for byte rates a number with a unit (``10MiB``)."""
+QuotaScalar = StrictInt | StrictFloat | StrictStr
+QuotaValue = QuotaScalar | dict[StrictStr, QuotaScalar]
+"""A number, or for byte rates a number with a unit (``10MiB``); or a cluster-wide budget,
+``{per-cluster: 300MiB}`` (its shape is checked by compile, in kqplan's words: KQP117)."""
+_WHEN_PATTERN = (r"^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?)?$")
 
 
 def _quota_map_schema(schema: dict[str, Any]) -> None:
@@ -32,14 +35,28 @@ def _quota_map_schema(schema: dict[str, Any]) -> None:
             number["multipleOf"] = 1
         removal = {"type": "null", "description": "only with override: true: remove the key"}
         if key.bytes_per_second:
+            scalars: list[dict[str, Any]] = [number, {"type": "string", "pattern": _UNIT_PATTERN}]
             props[key.name] = {
-                "description": f"{key.summary} ({key.type.value}); a number or e.g. 10MiB",
-                "anyOf": [number, {"type": "string", "pattern": _UNIT_PATTERN}, removal],
+                "description": f"{key.summary} ({key.type.value}); a number or e.g. 10MiB, or a "
+                "cluster-wide budget {per-cluster: 300MiB}",
+                "anyOf": [*scalars, _budget_schema(scalars), removal],
             }
         else:
-            props[key.name] = {"description": f"{key.summary} ({key.type.value})",
-                               "anyOf": [number, removal]}
+            props[key.name] = {"description": f"{key.summary} ({key.type.value}); or a cluster-wide "
+                               "budget {per-cluster: N}",
+                               "anyOf": [number, _budget_schema([number]), removal]}
     schema["properties"] = props
+
+
+def _expires_schema(schema: dict[str, Any]) -> None:
+    schema.pop("anyOf", None)
+    schema.update({"type": "string", "pattern": _WHEN_PATTERN})
+
+
+def _budget_schema(scalars: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "object", "description": "A cluster-wide budget: plan divides it by the cluster's "
+            "broker count (rounded down for whole-number keys).", "required": ["per-cluster"],
+            "additionalProperties": False, "properties": {"per-cluster": {"anyOf": scalars}}}
 
 
 QUOTAS_FIELD: Any = Field(
@@ -87,6 +104,11 @@ class EntityEntry(BaseModel):
         "are merged over the earlier entry (null removes one). Without it, a repeat is an error.")
     protect: StrictBool = Field(
         default=False, description="Refuse any plan that would delete this entity.")
+    expires: StrictStr | StrictInt | StrictFloat | StrictBool | None = Field(  # compile says: KQP123
+        default=None, description="A temporary entry: a date (2026-12-01, midnight UTC) or an ISO 8601 "
+        "datetime (UTC unless a zone is given). From then on the entry is treated as absent: an "
+        "override falls back to the layer beneath, an entity only listed here is deleted under prune.",
+        json_schema_extra=_expires_schema)
     metadata: Metadata | None = None
     quotas: dict[str, QuotaValue | None] = QUOTAS_FIELD
 

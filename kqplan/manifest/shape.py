@@ -154,11 +154,14 @@ _USUAL_FIELDS = frozenset({"user", "client-id", "quotas"})
 
 
 def _plain_rest(entry: dict[Any, Any]) -> bool:
-    """The rarer fields of an entry: ``override``/``protect`` booleans, extra (custom type) keys."""
+    """The rarer fields of an entry: ``override``/``protect`` booleans, ``expires`` text, extra
+    (custom type) keys."""
     for key, value in entry.items():
         if key.__class__ is not str or key in ("metadata", "client_id"):  # client_id: pydantic's name
             return False
         if key in ("override", "protect") and value.__class__ is not bool:
+            return False
+        if key == "expires" and value.__class__ not in (str, int, float, bool):
             return False
     return True
 

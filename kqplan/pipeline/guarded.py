@@ -125,19 +125,27 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
                  record_state: bool = True, actual: QuotaState | None = None,
                  entry: ClusterEntry | None = None) -> Plan:
     """One describe (unless ``actual`` was read already), then the diff; ``record_state`` adds
-    the state's fingerprint."""
+    the state's fingerprint. Budgets are divided by the cluster's broker count first, expiries
+    annotate the changes they cause, and protected principals are judged on the result
+    (:mod:`kqplan.pipeline.rollout`)."""
+    from kqplan.pipeline import rollout
+
     ident = cluster.identity()
     check_inventory_id(entry, ident.cluster_id, ident.address)
     check_guard(desired, ident.cluster_id, ident.address, config, entry)
     # before the describe is read (a describe sent ahead is left unread when this refuses)
     check_versions(desired, ClusterProfile.of(ident.version, ident.mode))
+    brokers = rollout.broker_count(desired, ident, entry)
+    wanted, budgets = rollout.divided(desired, brokers, config)
     if actual is None:
         actual = cluster.describe()
-    ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode)
-    result = diff(desired.quotas, actual, desired.ownership, cluster=ref,
+    ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode, brokers)
+    result = diff(wanted, actual, desired.ownership, cluster=ref,
                   fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
                   origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
                   metadata=desired.metadata)
+    result = rollout.annotate(result, desired, budgets, entry, ident.brokers)
+    result = rollout.breaches(result, actual, desired, config)
     invalid = invalid_state_notes(actual, {c.entity for c in result.changes})
     keep(actual)
     return replace(result, notes=(*result.notes, *invalid)) if invalid else result
@@ -175,11 +183,15 @@ def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list
 
 def guardrail_problem(plan: Plan, desired: DesiredState | None, config: ProjectConfig,
                       guardrails: Guardrails) -> KqplanError | None:
-    """The deletion brake and ``protect: true`` (saved plans: the brake only)."""
+    """The deletion brake, ``protect: true`` and protected principals (KQP157, judged when the
+    plan was computed; saved plans: the brake only)."""
     from kqplan.core.policy import deletion_problem
 
-    return deletion_problem(plan, config.policy, desired.protected if desired else (),
-                            allow_mass_delete=guardrails.allow_mass_delete)
+    found = deletion_problem(plan, config.policy, desired.protected if desired else (),
+                             allow_mass_delete=guardrails.allow_mass_delete)
+    if found is None and plan.breaches:
+        return DiagnosticsError(plan.breaches)
+    return found
 
 
 def unmanaged_problem(plan: Plan, config: ProjectConfig, guardrails: Guardrails) -> KqplanError | None:

@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import json
 import math
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ import orjson
 from kqplan.core.cluster import Op
 from kqplan.core.entity import Entity, EntityKind
 from kqplan.core.errors import KqplanError
+from kqplan.core.expiry import ExpiryError, iso_when, parse_when
 from kqplan.core.metadata import Metadata
 from kqplan.core.plan import Action, Change, ClusterRef, Plan, ops_between
 from kqplan.core.quotas import QUOTA_KEYS, entity_error, value_error
@@ -44,6 +46,19 @@ def change_to_json(change: Change) -> dict[str, Any]:
         "ops": [{"key": op.key, "value": op.value, "remove": op.value is None} for op in change.ops],
         "origin": change.origin,
         "metadata": change.metadata.to_json() if change.metadata is not None else None,
+    }
+
+
+def rollout_to_json(plan: Plan) -> dict[str, Any]:
+    """Safe rollout's part of the plan file: the clock, when the plan stops being valid, and per
+    change (by its ``display``) when it expires, the expiries that cause it and its budgets. Maps
+    beside ``changes``, not fields in them: a change reads as DESIGN §3.3 shows it."""
+    return {
+        "now": iso_when(plan.now) if plan.now is not None else None,
+        "valid_until": iso_when(plan.valid_until) if plan.valid_until is not None else None,
+        "expiring": {c.display: iso_when(c.expires) for c in plan.changes if c.expires is not None},
+        "expired": {c.display: list(c.expired) for c in plan.changes if c.expired},
+        "budgets": {c.display: dict(sorted(c.per_cluster.items())) for c in plan.changes if c.per_cluster},
     }
 
 
@@ -78,18 +93,26 @@ def _finite(plan: Plan) -> bool:
 
 
 def _body(plan: Plan) -> dict[str, Any]:
+    """The plan's JSON without its digest: with safe rollout's fields (:func:`rollout_to_json`), except
+    for a plan read from a file saved before them (``legacy``), whose digest must still match; and
+    ``cluster.brokers`` when the broker count is known."""
     s = plan.summary
-    return {
-        "format_version": PLAN_FORMAT_VERSION,
-        "cluster": {"id": plan.cluster.id, "bootstrap": plan.cluster.address,
-                    "version": plan.cluster.version, "mode": plan.cluster.mode},
+    cluster: dict[str, Any] = {"id": plan.cluster.id, "bootstrap": plan.cluster.address,
+                               "version": plan.cluster.version, "mode": plan.cluster.mode}
+    if plan.cluster.brokers is not None:
+        cluster["brokers"] = plan.cluster.brokers
+    body: dict[str, Any] = {"format_version": PLAN_FORMAT_VERSION, "cluster": cluster}
+    if not plan.legacy:
+        body.update(rollout_to_json(plan))
+    body.update({
         "state_fingerprint": plan.state_fingerprint,
         "summary": {"add": s.add, "change": s.change, "delete": s.delete, "unchanged": s.unchanged},
         "changes": [change_to_json(c) for c in plan.changes],
         "notes": list(plan.notes),
         "unmanaged": [{"entity": e.to_json(), "display": e.display, "quotas": dict(sorted(q.items()))}
                       for e, q in plan.unmanaged],
-    }
+    })
+    return body
 
 
 def dumps_plan(plan: Plan) -> str:
@@ -113,6 +136,16 @@ def _metadata(data: dict[str, Any] | None) -> Metadata | None:
                        description if isinstance(description, str) else None)
 
 
+def _when(text: str | None, source: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_when(text)
+    except ExpiryError as exc:
+        raise KqplanError(f"{source}: not a kqplan plan file: {exc}",
+                          hint="plan files are written by `kqplan plan --out FILE`") from None
+
+
 def loads_plan(text: str | bytes, *, source: str) -> Plan:
     """Read a saved plan (``--out``); KqplanError naming ``source`` if it is not one."""
     from pydantic import ValidationError
@@ -127,6 +160,7 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
         raise KqplanError(f"{source}: not a kqplan plan file: {where}: {err['msg']}",
                           hint="plan files are written by `kqplan plan --out FILE`") from None
     changes = []
+    expiring, lapsed, budgets = doc.expiring, doc.expired, doc.budgets
     for c in doc.changes:
         ops = []
         for op in c.ops:
@@ -135,11 +169,15 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
                                   "exactly when remove is true")
             ops.append(Op(op.key, op.value))
         changes.append(Change(Entity.of(c.entity), c.action, c.before, c.after, tuple(ops),
-                              c.origin, _metadata(c.metadata)))
+                              c.origin, _metadata(c.metadata), _when(expiring.get(c.display), source),
+                              tuple(lapsed.get(c.display, ())), budgets.get(c.display)))
     plan = Plan(tuple(changes), doc.summary.get("unchanged", 0),
-                ClusterRef(doc.cluster.id, doc.cluster.bootstrap, doc.cluster.version, doc.cluster.mode),
+                ClusterRef(doc.cluster.id, doc.cluster.bootstrap, doc.cluster.version, doc.cluster.mode,
+                           doc.cluster.brokers),
                 doc.state_fingerprint, tuple(doc.notes),
-                tuple((Entity.of(u.entity), u.quotas) for u in doc.unmanaged))
+                tuple((Entity.of(u.entity), u.quotas) for u in doc.unmanaged),
+                now=_when(doc.now, source), valid_until=_when(doc.valid_until, source),
+                legacy="now" not in doc.model_fields_set)
     verify_plan(plan, doc.summary, source=source)
     if doc.digest is not None and doc.digest != digest(body := _body(plan), finite=_finite(plan)) \
             and doc.digest != _legacy_digest(body):

@@ -47,6 +47,7 @@ class _ClusterFile(BaseModel):
     bootstrap: str
     version: str | None = None
     mode: str | None = None
+    brokers: int | None = None
 
 
 class PlanFile(BaseModel):
@@ -55,6 +56,11 @@ class PlanFile(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     format_version: Literal[1]
     cluster: _ClusterFile
+    now: str | None = None
+    valid_until: str | None = None
+    expiring: dict[str, str] = {}
+    expired: dict[str, list[str]] = {}
+    budgets: dict[str, dict[str, float]] = {}
     state_fingerprint: str | None
     summary: dict[str, int]
     changes: list[_ChangeFile]

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 from kqplan.core.plan import Action, Change, Plan
 from kqplan.render.escape import markdown_code, markdown_text
-from kqplan.render.text import NO_CHANGES, key_rows, plural, show_value, summary_line, target_of
+from kqplan.render.text import (
+    NO_CHANGES,
+    budget_text,
+    change_remarks,
+    key_rows,
+    plural,
+    show_value,
+    summary_line,
+    target_of,
+)
 
 if TYPE_CHECKING:
     from kqplan.core.impact import Impact
@@ -30,14 +39,19 @@ def _key_table(plan: Plan) -> list[str]:
     return rows
 
 
-def _change_block(change: Change) -> list[str]:
+def _change_block(change: Change, brokers: int | None = None) -> list[str]:
     head = f"#### `{change.action.marker}` {markdown_code(change.display)} ({change.action.value})"
     if change.origin:
         head += f" — from {markdown_code(change.origin)}"
+    for remark in change_remarks(change):
+        head += f" — {markdown_text(remark)}"
     out = [head, "", "| | key | before | after |", "|---|---|---|---|"]
     for marker, key, old, new in key_rows(change):
         before = show_value(key, old) if old is not None else ""
         after = show_value(key, new) if new is not None else ""
+        budget = budget_text(change, key, new, brokers)
+        if budget is not None:
+            after += f" ({markdown_text(budget)})"
         out.append(f"| `{marker}` | {markdown_code(key, cell=True)} | {before} | {after} |")
     return [*out, ""]
 
@@ -111,7 +125,7 @@ def render_markdown(plan: Plan, *, max_chars: int = MAX_COMMENT_CHARS, artifact:
             continue
         block = [f"<details><summary>{title}</summary>", ""]
         for change in changes:
-            lines = _change_block(change)
+            lines = _change_block(change, plan.cluster.brokers)
             size = _size(lines)
             if budget - size < 0:
                 hidden += 1

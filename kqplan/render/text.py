@@ -7,6 +7,8 @@ here once, from ``Action.marker`` and ``Plan.summary``, and the Markdown view
 
 from __future__ import annotations
 
+from kqplan.core.budgets import Budget
+from kqplan.core.expiry import show_when
 from kqplan.core.plan import Change, ClusterRef, Plan, Summary
 from kqplan.core.quotas import QUOTA_KEYS
 from kqplan.core.units import format_bytes, format_number
@@ -45,6 +47,22 @@ def key_rows(change: Change) -> list[tuple[str, str, float | None, float | None]
         else:
             rows.append(("+", op.key, None, op.value))
     return rows
+
+
+def change_remarks(change: Change) -> list[str]:
+    """What safe rollout says of a change: ``expires 2026-12-01T00:00Z``, ``override expired
+    2026-12-01T00:00Z (overlays/prod/q.yaml:5:5)`` (raw: each view escapes them)."""
+    remarks = [f"expires {show_when(change.expires)}"] if change.expires is not None else []
+    return [*remarks, *change.expired]
+
+
+def budget_text(change: Change, key: str, value: float | None, brokers: int | None) -> str | None:
+    """``300 MiB per cluster ÷ 3 brokers = 100 MiB per broker`` for a key of ``after`` written as a
+    budget; None for any other."""
+    per_cluster = change.per_cluster.get(key) if change.per_cluster else None
+    if per_cluster is None or value is None or brokers is None:
+        return None
+    return Budget(change.entity, key, per_cluster, brokers, value).show()
 
 
 def target_line(cluster: ClusterRef) -> str:
@@ -100,15 +118,19 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     for change in plan.changes:
         marker = change.action.marker
         head = f"  {paint(marker, marker, color)} {change.display}"
-        if change.origin is not None:
-            head += f"  # {terminal(change.origin)}"
+        remarks = [change.origin] if change.origin is not None else []
+        remarks += change_remarks(change)
+        if remarks:
+            head += f"  # {terminal('; '.join(remarks))}"
         lines.append(head)
         for mark, name, old, new in key_rows(change):
             sign, key = paint(mark, mark, color), terminal(name)
+            budget = budget_text(change, name, new, plan.cluster.brokers)
+            tail = f"  # {budget}" if budget is not None else ""
             if mark == "~":
-                lines.append(f"      {sign} {key} = {show_value(name, old)} -> {show_value(name, new)}")
+                lines.append(f"      {sign} {key} = {show_value(name, old)} -> {show_value(name, new)}{tail}")
             elif mark == "+":
-                lines.append(f"      {sign} {key} = {show_value(name, new)}")
+                lines.append(f"      {sign} {key} = {show_value(name, new)}{tail}")
             else:
                 lines.append(f"      {sign} {key} = {show_value(name, old)}")
         lines.append("")

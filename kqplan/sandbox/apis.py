@@ -123,19 +123,23 @@ def api_versions(version: int) -> bytes:
                                      throttle_time_ms=0).encode())
 
 
-def metadata(version: int, host: str, port: int, cluster_id: str) -> bytes:
-    """One broker, node 1, which is also the controller, at the address the client dialled."""
-    broker = MetadataResponse.MetadataResponseBroker(node_id=1, host=host, port=port, rack=None)
-    return bytes(MetadataResponse(version=version, throttle_time_ms=0, brokers=[broker],
+def metadata(version: int, host: str, port: int, cluster_id: str, brokers: int = 1) -> bytes:
+    """``brokers`` brokers, nodes 1..N, all at the address the client dialled (one process serves
+    them all: ``kqplan sandbox --brokers N`` lets budgets be tested without N JVMs); node 1 is
+    also the controller."""
+    listed = [MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
+              for node in range(1, brokers + 1)]
+    return bytes(MetadataResponse(version=version, throttle_time_ms=0, brokers=listed,
                                   cluster_id=cluster_id, controller_id=1, topics=[]).encode())
 
 
-def describe_cluster(version: int, host: str, port: int, cluster_id: str) -> bytes:
-    broker = DescribeClusterResponse.DescribeClusterBroker(broker_id=1, host=host, port=port, rack=None)
+def describe_cluster(version: int, host: str, port: int, cluster_id: str, brokers: int = 1) -> bytes:
+    listed = [DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
+              for node in range(1, brokers + 1)]
     fields: dict[str, Any] = {"endpoint_type": 1} if version >= 1 else {}
     return bytes(DescribeClusterResponse(version=version, throttle_time_ms=0, error_code=0,
                                          error_message=None, cluster_id=cluster_id, controller_id=1,
-                                         brokers=[broker], **fields).encode())
+                                         brokers=listed, **fields).encode())
 
 
 def sasl_handshake(version: int, mechanism: str, mechanisms: Sequence[str]) -> tuple[bytes, bool]:

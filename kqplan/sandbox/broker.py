@@ -288,10 +288,10 @@ class Sandbox(SaslMixin):
         host, port = conn.address
         if key == apis.METADATA:
             self._record(header, conn)
-            return apis.metadata(version, host, port, self.cluster_id), False
+            return apis.metadata(version, host, port, self.cluster_id, self.config.brokers), False
         if key == apis.DESCRIBE_CLUSTER:
             self._record(header, conn)
-            return apis.describe_cluster(version, host, port, self.cluster_id), False
+            return apis.describe_cluster(version, host, port, self.cluster_id, self.config.brokers), False
         if key == apis.SASL_HANDSHAKE:
             return self._sasl_handshake(header, request, conn), False
         if key == apis.SASL_AUTHENTICATE:

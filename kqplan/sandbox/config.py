@@ -96,8 +96,13 @@ class SandboxConfig:
     resolve_host: Callable[[str], bool] | None = None
     flavor: Flavor = Flavor.KRAFT
     """Answer as a KRaft 4.3 broker (default) or as a ZooKeeper-mode 3.9 one (docs/zk-rules.md)."""
+    brokers: int = 1
+    """How many brokers Metadata and DescribeCluster list (nodes 1..N, all this process): a
+    cluster of N brokers for cluster-wide budgets, without N processes."""
 
     def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError(f"brokers must be 1 or more, not {self.brokers}")
         if self.request_history < 0:
             raise ValueError(f"request_history must be 0 or more, not {self.request_history}")
         if self.sasl_server_max_receive_size < 0:
