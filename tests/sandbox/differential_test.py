@@ -712,9 +712,10 @@ def test_engine_agrees_with_real_kafka(name, flavor, real_target):
 def test_zk_flavour_advertises_the_real_brokers_api_versions(flavor, sandbox_target, real_target, real_kafka):
     """A ZooKeeper-mode broker's ApiVersions set (LeaderAndIsr and all) is what kqplan reads the
     mode and the release from; the zk flavour advertises the real broker's keys and ranges. The
-    kraft flavour advertises only the APIs it serves (a real KRaft broker advertises ~60)."""
+    kraft flavour's set (a 4.3 broker's) is compared with a real 4.3.1 one in kraft_flavor_test."""
     if flavor is not Flavor.ZK:
-        pytest.skip("the kraft flavour advertises only what it serves")
+        pytest.skip("the kraft flavour's ApiVersions set is checked against a real 4.3.1 broker in "
+                    "tests/sandbox/kraft_flavor_test.py")
     if not str(real_kafka.version).startswith("3.9."):
         pytest.skip(f"the zk flavour is a 3.9 broker; {real_kafka.version} advertises other ranges")
 
