@@ -168,3 +168,47 @@ def _timed(timeout: str | None, call: Callable[[], int]) -> Callable[[], int]:
         start_timeout(timeout)
         return call()
     return body
+
+
+@fleet_app.command("usage")
+def fleet_usage(
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.parquet.")],
+    prometheus: Annotated[str | None, typer.Option(
+        "--prometheus", metavar="URL",
+        help="Prometheus's base URL [env: KQPLAN_PROMETHEUS_URL]; credentials: user:password@ in the URL, "
+             "KQPLAN_PROMETHEUS_TOKEN (bearer) or --prometheus-headers.")] = None,
+    selector: Annotated[str | None, typer.Option(
+        "--selector", metavar="'{LABEL=\"VALUE\",...}'",
+        help="Label matchers that pick a cluster's series; {cluster} is replaced by each inventory name, "
+             "e.g. '{kafka_cluster=\"{cluster}\"}' (required with several clusters).")] = None,
+    since: Annotated[str, typer.Option(
+        "--since", metavar="DURATION", help="The window: the last 7d, 24h, ...")] = "7d",
+    step: Annotated[str, typer.Option(
+        "--step", metavar="DURATION", help="One row per bucket per step (its mean; at least the scrape "
+        "interval).")] = "60s",
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", metavar="ROLE.NAME=VALUE",
+        help="Other metric names (repeatable): usage.KEY=SELECTOR, label.user=LABEL, label.client_id=LABEL.")
+    ] = None,
+    headers: Annotated[Path | None, typer.Option(
+        "--prometheus-headers", dir_okay=False, metavar="FILE",
+        help="HTTP headers for Prometheus, 'Name: value' per line [env: KQPLAN_PROMETHEUS_HEADERS].")] = None,
+    cluster: FleetClustersOpt = None,
+    timeout: TimeoutOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Each cluster's per-bucket usage over a window, from the brokers' metrics in Prometheus, as usage
+    Parquet for fleet impact and fleet rightsize; exit 1 if any cluster failed."""
+    from kqplan.commands.fleet_usage import days_or_duration, usage_command
+    from kqplan.commands.throttled import window_of
+    from kqplan.metrics.source import PrometheusSource
+
+    use_config(config)
+
+    def body() -> int:
+        window = window_of(days_or_duration(since, "--since"), days_or_duration(step, "--step"))
+        return usage_command(project_config(), cluster or [],
+                             source=PrometheusSource(prometheus, selector, headers, tuple(metric or ())),
+                             window=window, out=out, streams=console_streams())
+
+    return run(_timed(timeout, body))

@@ -87,8 +87,10 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
     local_out = _out_for(engine, out) if out is not None else None
     entries = clusters.select(config, names)
 
+    loaded = clusters.load(entries, config)
+
     def work(entry: Any) -> tuple[Plan, Any]:
-        plan, desired, actual = clusters.plan(entry, config)
+        plan, desired, actual = clusters.plan(entry, config, loaded[entry.name])
         if engine is Engine.LOCAL:
             return plan, rows_of_plan(entry.name, plan)
         return plan, diff_input(entry.name, plan, desired, actual)
@@ -191,7 +193,8 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     summary: dict[str, ClusterImpact]
     histograms: dict[str, Histogram | None]
     with streams.progress(log_every=LOG_EVERY) as progress:
-        results = clusters.each(entries, lambda entry: clusters.plan(entry, config),
+        loaded = clusters.load(entries, config)
+        results = clusters.each(entries, lambda entry: clusters.plan(entry, config, loaded[entry.name]),
                                 progress=progress, label="Planning")
         errors = {r.cluster: r.error for r in results if r.error is not None}
         states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))

@@ -96,6 +96,8 @@ class ProjectConfig:
     max_input_bytes: int = 512 * 1024 * 1024
     """Bound of any other file read whole (snapshot, seed, saved plan, client properties, principals):
     ``[limits] max-input-mib``; ``kqplan.files.DEFAULT_INPUT_LIMIT`` when no kqplan.toml says."""
+    rollout_waves: tuple[tuple[str, ...], ...] = ()
+    """``[rollout] waves``: the order ``fleet apply --rollout`` applies clusters in, wave by wave."""
     source: Path | None = None
 
     def cluster_id_for(self, guard: str) -> str:

@@ -71,7 +71,11 @@ def _table(value: object, fields: Sequence[str]) -> bool:
 def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
     """``raw`` with its defaults filled in when it is plainly valid (every key known, spelled as
     documented, every value of its type and range); None sends it to the schema."""
-    if not _table(raw, ("clusters", "policy", "custom", "limits")):
+    if not _table(raw, ("clusters", "policy", "custom", "limits", "rollout")):
+        return None
+    waves = raw.get("rollout", {})
+    if not (_table(waves, ("waves",)) and type(waves.get("waves", [])) is list
+            and all(_strings(w) for w in waves.get("waves", []))):
         return None
     listed = raw.get("clusters", {})
     if type(listed) is not dict:
@@ -129,6 +133,7 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
                                                            "required-labels")},
                    "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True), **rollout},
         "limits": mib,
+        "rollout": {"waves": [list(w) for w in waves.get("waves", [])]},
     }
 
 
@@ -384,6 +389,7 @@ def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
     _check_clusters(path, text, doc, problems)
     policy = _policy(path, text, doc, custom_keys, problems)
     base = path.parent.resolve()
+    waves = _waves(path, text, doc, problems)
     config = ProjectConfig(
         custom_entity_types=types,
         custom_keys=custom_keys,
@@ -391,6 +397,38 @@ def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
         policy=policy,
         max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
         max_input_bytes=doc["limits"]["max-input-mib"] * 1024 * 1024,
+        rollout_waves=waves,
         source=path,
     )
     return config, sorted(problems, key=sort_key)
+
+
+def _waves(path: Path, text: str, doc: dict[str, Any],
+           problems: list[Diagnostic]) -> tuple[tuple[str, ...], ...]:
+    """``[rollout] waves``: each name an inventory cluster, each cluster in one wave at most, no
+    wave empty; what is wrong is reported and left out."""
+    clusters, seen = doc["clusters"], set()
+    waves: list[tuple[str, ...]] = []
+    for i, wave in enumerate(doc.get("rollout", {}).get("waves", [])):
+        kept = []
+        for name in wave:
+            if name not in clusters:
+                guess = did_you_mean(name, clusters)
+                problems.append(config_error(path, text, ("rollout", "waves"),
+                                             f"rollout.waves: wave {i + 1} names '{visible(name)}', which is "
+                                             "not a cluster of the inventory",
+                                             f"did you mean '{guess}'?" if guess else
+                                             f"clusters: {', '.join(sorted(clusters))}"))
+            elif name in seen:
+                problems.append(config_error(path, text, ("rollout", "waves"),
+                                             f"rollout.waves: cluster '{name}' is in more than one wave",
+                                             "a cluster is applied once: keep it in one wave"))
+            else:
+                seen.add(name)
+                kept.append(name)
+        if not wave:
+            problems.append(config_error(path, text, ("rollout", "waves"),
+                                         f"rollout.waves: wave {i + 1} is empty", "remove it"))
+        if kept:
+            waves.append(tuple(kept))
+    return tuple(waves)

@@ -80,15 +80,21 @@ class _Policy(_Strict):
     protected_principals: list[_Principal] = Field(default_factory=list, alias="protected-principals")
 
 
+class _Rollout(_Strict):
+    waves: list[list[StrictStr]] = Field(default_factory=list)
+
+
 class _ConfigFile(_Strict):
     custom: _Custom = Field(default_factory=_Custom)
     clusters: dict[str, StrictStr | _Cluster] = Field(default_factory=dict)
     policy: _Policy = Field(default_factory=_Policy)
     limits: _Limits = Field(default_factory=_Limits)
+    rollout: _Rollout = Field(default_factory=_Rollout)
 
 
 _FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
-    (): ("clusters", "policy", "custom", "limits"),
+    (): ("clusters", "policy", "custom", "limits", "rollout"),
+    ("rollout",): ("waves",),
     ("clusters", "*"): tuple(f.alias or n for n, f in _Cluster.model_fields.items()),
     ("policy",): tuple(f.alias or n for n, f in _Policy.model_fields.items()),
     ("policy", "keys", "*"): ("min", "max"),
@@ -136,6 +142,11 @@ _EXPECTED: dict[tuple[str, ...], str] = {
     ("custom", "keys"): 'a list of quota key names in quotes, such as ["x_custom_rate"]',
     ("custom", "keys", "#"): "a key name in quotes",
     ("limits",): "a table ([limits])",
+    ("rollout",): "a table ([rollout])",
+    ("rollout", "waves"): ('a list of waves, each a list of cluster names: '
+                           '[["staging"], ["prod-eu", "prod-us"]]'),
+    ("rollout", "waves", "#"): 'a list of cluster names in quotes, such as ["prod-eu", "prod-us"]',
+    ("rollout", "waves", "#", "#"): "a cluster name in quotes",
     ("limits", "max-file-mib"): "a whole number of MiB greater than 0",
     ("limits", "max-input-mib"): "a whole number of MiB greater than 0",
 }

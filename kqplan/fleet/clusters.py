@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Progress
+from kqplan.core.desired import DesiredState
 from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.filenames import fit_name
@@ -109,14 +110,33 @@ def snapshot(entry: ClusterEntry, out: Path, config: ProjectConfig) -> int:
     return len(state)
 
 
-def plan(entry: ClusterEntry, config: ProjectConfig) -> tuple[Plan, QuotaState, QuotaState]:
-    """``kqplan plan --cluster NAME``'s plan (layers, ownership, prune, guards, guardrails), with
-    the desired and actual states it was computed from (one describe)."""
+def load(entries: Sequence[ClusterEntry], config: ProjectConfig) -> dict[str, DesiredState | KqplanError]:
+    """Every cluster's manifests, compiled in the calling thread, one cluster after the other
+    (:func:`plan`'s threads then only talk to the clusters). yaml_rs 0.1.6, which parses without
+    the GIL, crashed the process (SIGSEGV) in worker threads: 2 runs in 3 of
+    tests/commands/fleet_apply_test.py when three planning threads loaded manifests."""
     from kqplan.manifest.compile import load_desired
-    from kqplan.pipeline.guarded import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem
     from kqplan.pipeline.inputs import manifest_paths
 
-    desired = load_desired(manifest_paths((), entry), config)
+    loaded: dict[str, DesiredState | KqplanError] = {}
+    for entry in entries:
+        try:
+            loaded[entry.name] = load_desired(manifest_paths((), entry), config)
+        except KqplanError as exc:
+            loaded[entry.name] = exc
+    return loaded
+
+
+def plan(entry: ClusterEntry, config: ProjectConfig,
+         loaded: DesiredState | KqplanError) -> tuple[Plan, QuotaState, QuotaState]:
+    """``kqplan plan --cluster NAME``'s plan (layers, ownership, prune, guards, guardrails), with
+    the desired and actual states it was computed from (one describe); ``loaded``: the cluster's
+    compiled manifests (:func:`load`)."""
+    from kqplan.pipeline.guarded import DEFAULT_GUARDRAILS, compute_plan, guardrail_problem
+
+    if isinstance(loaded, KqplanError):
+        raise loaded
+    desired = loaded
     if desired.errors:
         first = desired.errors[0]
         raise KqplanError(f"{len(desired.errors)} error(s) in the manifests, e.g. {first.span}: "

@@ -55,7 +55,8 @@ VIEW = "kq_usage"
 """The view :func:`register_usage` creates."""
 COLUMNS: tuple[str, ...] = NAMES
 """The usage columns (:mod:`kqplan.fleet.usage_schema`): :data:`VIEW`'s, in this order (``ts`` and the
-keys as DOUBLE)."""
+keys as DOUBLE), but ``bucket``: a row of a bucket is refused, so every row of the view is a
+principal's."""
 
 TEXT, NUMBER, BOOLEAN, TIME, NANOS, NONE = "text", "number", "boolean", "time", "nanos", "none"
 """How DuckDB reads a usage column of a Parquet file (:func:`kinds`); NONE: absent or all null."""
@@ -114,7 +115,7 @@ def _kind(column: str, arrow: Any) -> str | None:
     t = arrow.value_type if pa.types.is_dictionary(arrow) else arrow
     if pa.types.is_null(t):
         return NONE
-    if column in ("cluster", "user", "client_id"):
+    if column in ("cluster", "user", "client_id", "bucket"):
         return TEXT if pa.types.is_string(t) or pa.types.is_large_string(t) else None
     if pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t):
         return NUMBER
@@ -154,6 +155,8 @@ def _refused(of: Mapping[str, str]) -> str:
               if of[c] == TEXT else "true" for c in ("cluster", "user")]
     if of["client_id"] == TEXT:
         checks.append(f"coalesce(contains(client_id, {literal(REPLACEMENT)}), false)")
+    if of["bucket"] == TEXT:  # a bucket's row: refused (kqplan.fleet.usage.refuse_bucket)
+        checks.append("coalesce(bucket <> '', false)")
     if of["ts"] == NUMBER:  # NaN first, as a function: a Parquet file's statistics leave NaN out
         checks.append(f"(NOT isfinite(ts::DOUBLE) OR ts::DOUBLE < {TS_RANGE[0]!r} "
                       f"OR ts::DOUBLE > {TS_RANGE[1]!r})")
@@ -317,7 +320,7 @@ def _create_view(con: duckdb.DuckDBPyConnection, selects: Sequence[str], tables:
                        "NULL::BIGINT AS kq_row, false AS kq_refused FROM kq_python_usage")
     if not sources:
         nothing = ", ".join(f"NULL::{'VARCHAR' if c in ('cluster', 'user', 'client_id') else 'DOUBLE'} AS "
-                            f"{quoted(c)}" for c in COLUMNS)
+                            f"{quoted(c)}" for c in COLUMNS if c != "bucket")
         sources.append(f"SELECT {nothing}, NULL::VARCHAR AS kq_file, NULL::BIGINT AS kq_row, "
                        "false AS kq_refused WHERE false")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {VIEW} AS " + " UNION ALL ".join(sources))

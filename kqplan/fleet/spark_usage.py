@@ -33,7 +33,7 @@ from kqplan.fleet.usage import (
     refuse_columns,
     usage_files,
 )
-from kqplan.fleet.usage_schema import COLUMNS_HINT, NAMES, NUMBER, TIME, unknown_columns
+from kqplan.fleet.usage_schema import BUCKET_HINT, COLUMNS_HINT, NAMES, NUMBER, TIME, unknown_columns
 
 _WIDE = ("cluster string, user string, client_id string, ts double, "
          + ", ".join(f"{k} double" for k in USAGE_KEYS))
@@ -333,7 +333,16 @@ def _checked_columns(frame: Any, nanos: bool, origin: Any) -> Any:
     return frame.select(text("cluster").alias("cluster"), text("user").alias("user"),
                         F.coalesce(text("client_id"), F.lit("")).alias("client_id"), seconds.alias("ts"),
                         *keys, ts_text.alias("ts_text"), origin.alias("file"),
-                        F.when(bad_name, F.lit("name")).when(bad_ts, F.lit("ts")).alias("bad_row"))
+                        F.when(_bucket(text("bucket")), F.lit("bucket"))
+                        .when(bad_name, F.lit("name")).when(bad_ts, F.lit("ts")).alias("bad_row"))
+
+
+def _bucket(cell: Any) -> Any:
+    """True where a row is a quota bucket's (``bucket`` not empty): refused, as the local reader
+    refuses it (:func:`kqplan.fleet.usage.refuse_bucket`)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(cell != F.lit(""), F.lit(False))
 
 
 def _sql_text(text: str) -> str:
@@ -422,6 +431,8 @@ def _json_columns(frame: Any, origin: Any) -> Any:
         .alias("ts_text"), "file",
         F.when(~F.col("kq_object"), F.lit("json"))
         .when(F.size("kq_unknown") > 0, F.concat(F.lit(_UNKNOWN), F.array_join("kq_unknown", "\u0000")))
+        .when(_bucket(F.expr(f"to_json(variant_get({JSON}, '$.bucket', 'variant'))"))
+              & ~of("bucket", "none"), F.lit("bucket"))
         .when(bad_name, F.lit("name"))
         .when(of("ts", "other"), F.lit("ts")).alias("bad_row"))
 
@@ -453,6 +464,10 @@ def check(frame: Any) -> None:
     if row["problem"].startswith(_UNKNOWN):
         raise refusal(where, "a line", str(unknown_columns(row["problem"][len(_UNKNOWN):].split("\0"))),
                       hint=COLUMNS_HINT)
+    if row["problem"] == "bucket":
+        raise refusal(where, "a row", "a row of a quota bucket (bucket not empty), all its members' usage "
+                      "together: fleet impact and fleet rightsize read each principal's own usage (rows "
+                      "with an empty bucket), not yet a bucket's", hint=BUCKET_HINT)
     if row["problem"] == "name":
         raise refusal(where, "a row", "cluster and user are required, as text (client_id: text or an "
                       "integer)", hint=NAME_HINT)

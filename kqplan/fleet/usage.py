@@ -34,6 +34,7 @@ from kqplan.fleet.usage_schema import (
     NUMBER,
     RATES,
     TIME,
+    bucket_problem,
     column_problem,
     missing_column,
     unknown_columns,
@@ -422,6 +423,7 @@ def checked(path: Path | str, where: str, record: Mapping[str, object]) -> Row:
     file, the row (or line) and the column: cluster and user non-empty text, client_id text or an
     integer (missing or empty: a client that sends none), ``ts`` a time, each rate a finite number
     at least 0 (an empty cell or null: no sample), no name holding U+FFFD."""
+    refuse_bucket(path, where, record)
     names = []
     for column in ("cluster", "user"):
         raw = record.get(column)
@@ -454,6 +456,13 @@ def checked(path: Path | str, where: str, record: Mapping[str, object]) -> Row:
             problem = "is negative" if negative(raw) else "is not a number"
             raise refusal(path, where, f"{key} {problem}: {raw!r}", hint=RATE_HINT) from None
     return names[0], names[1], client_id, ts, samples
+
+
+def refuse_bucket(path: Path | str, where: str, record: Mapping[str, object]) -> None:
+    """Refuse a row of a quota bucket (:func:`~kqplan.fleet.usage_schema.bucket_problem`)."""
+    problem = bucket_problem(record)
+    if problem is not None:
+        raise refusal(path, where, *problem)
 
 
 def negative(raw: object) -> bool:

@@ -10,7 +10,7 @@ refused, with the closest name (``client-id`` -> ``client_id``), never read as n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,10 @@ TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
         r"([T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?)?$")
 """A ``ts`` written as an ISO 8601 date or time: a date, or a date and a time to the second (with
 up to 6 decimals), then ``Z``, an offset ``+HH:MM``, or nothing (UTC)."""
+
+USER_BUCKET, CLIENT_BUCKET = "user", "client-id"
+BUCKETS = (USER_BUCKET, CLIENT_BUCKET)
+"""The values of ``bucket``: a row of a ``{user=U}`` or of a ``{client-id=C}`` quota bucket."""
 
 SCHEMA_ID = "https://kqplan.dev/schemas/usage-v1.json"
 SCHEMA_FILE = "schemas/usage-v1.json"
@@ -48,10 +52,18 @@ _RATE = ({"type": "number", "minimum": 0}, {"type": "string", "pattern": NUMBER}
 COLUMNS: tuple[Column, ...] = (
     Column("cluster", True, "The inventory cluster the sample was taken on ([clusters.NAME] in kqplan.toml); "
            "a name the inventory does not list is an error (--allow-unknown-clusters: a warning).", _NAME),
-    Column("user", True, "The connection's user principal (its name, without User:).", _NAME),
+    Column("user", True, "The connection's user principal (its name, without User:); empty or null only "
+           "in a row of a {client-id=C} bucket (bucket client-id), which covers all users.",
+           ({"type": "string", "minLength": 1}, {"type": "string", "maxLength": 0}, {"type": "null"})),
     Column("client_id", False, "The client-id the connection sends; empty, null or missing: a client "
            "that sends none. An integer is read as its decimal text.",
            ({"type": "string"}, {"type": "integer"}, {"type": "null"})),
+    Column("bucket", False, "Empty, null or missing: the row is one principal's (user, client_id). "
+           "'user': the row is a {user=U} quota bucket's, all of U's client-ids together (client_id "
+           "empty); 'client-id': a {client-id=C} bucket's, all users of C together (user empty). "
+           "Kafka measures usage per bucket (kqplan fleet usage writes such rows).",
+           ({"type": "string", "enum": list(BUCKETS)}, {"type": "string", "maxLength": 0},
+            {"type": "null"})),
     Column("ts", False, "When the sample was taken: seconds since the epoch (not milliseconds), an ISO "
            "8601 date or time (UTC when it has no offset), or a Parquet timestamp; empty or null: no "
            "time (the cluster's buckets are then summed, not windowed).",
@@ -65,13 +77,31 @@ COLUMNS: tuple[Column, ...] = (
 """The usage sample's columns, in the order every engine lists them."""
 
 NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
-"""cluster, user, client_id, ts, producer_byte_rate, consumer_byte_rate, request_percentage,
+"""cluster, user, client_id, bucket, ts, producer_byte_rate, consumer_byte_rate, request_percentage,
 controller_mutation_rate."""
 REQUIRED: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 RATES: tuple[str, ...] = tuple(CLIENT_KEYS)
 """The columns that hold observed rates: the four user/client-id quota keys."""
-COLUMNS_HINT = (f"columns: {', '.join(REQUIRED)} (required), client_id, ts and any of {', '.join(RATES)} "
-                f"({SCHEMA_FILE})")
+COLUMNS_HINT = (f"columns: {', '.join(REQUIRED)} (required), client_id, bucket, ts and any of "
+                f"{', '.join(RATES)} ({SCHEMA_FILE})")
+_EMPTY = [{"type": "string", "maxLength": 0}, {"type": "null"}]
+_NAMED = [{"type": "string", "minLength": 1}, {"type": "integer"}]
+
+
+def _rows_rule() -> list[dict[str, Any]]:
+    """What ties ``bucket`` to the names: a principal's row and a ``{user=U}`` bucket's name a
+    user; a ``{user=U}`` bucket's row has no client_id, a ``{client-id=C}`` bucket's a client_id
+    and no user."""
+    def when(bucket: str) -> dict[str, Any]:
+        return {"properties": {"bucket": {"const": bucket}}, "required": ["bucket"]}
+
+    return [
+        {"if": when(CLIENT_BUCKET),
+         "then": {"required": ["client_id"], "properties": {"user": {"anyOf": _EMPTY},
+                                                            "client_id": {"anyOf": _NAMED}}},
+         "else": {"properties": {"user": {"type": "string", "minLength": 1}}}},
+        {"if": when(USER_BUCKET), "then": {"properties": {"client_id": {"anyOf": _EMPTY}}}},
+    ]
 
 
 def json_schema() -> dict[str, Any]:
@@ -85,6 +115,7 @@ def json_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {c.name: {"description": c.description, "anyOf": [dict(v) for v in c.values]}
                        for c in COLUMNS},
+        "allOf": _rows_rule(),
     }
 
 
@@ -121,3 +152,30 @@ def column_problem(names: Sequence[str]) -> str | None:
     """What is wrong with a usage file's column set (a CSV header, a Parquet schema, a table's
     columns): a required column missing, else a column that is none of :data:`NAMES`; None: nothing."""
     return missing_column(names) or unknown_columns(names)
+
+
+BUCKET_HINT = ("a bucket row's usage is all of its members' together, and a plan may split the bucket "
+               "in shares no metric shows; give per-(user, client-id) rows: a very high "
+               "{user=<default>, client-id=<default>} quota on the cluster makes Kafka measure every "
+               "(user, client-id) pair on its own (docs/observability.md)")
+
+
+def bucket_problem(record: Mapping[str, object]) -> tuple[str, str] | None:
+    """Why a usage row is refused for its ``bucket`` (and the hint), None for a principal's row.
+    A row of a quota bucket (``bucket`` user or client-id: ``kqplan fleet usage`` writes them for
+    Kafka's user-level and client-id-level sensors) is refused: ``fleet impact`` and ``rightsize``
+    read principals' rows only, for now, on every engine; another value is no bucket."""
+    from kqplan.core.entity import CLIENT_ID, USER, Entity
+
+    raw = record.get("bucket")
+    if raw is None or raw == "":
+        return None
+    if raw not in BUCKETS:
+        return (f"bucket is not one of {', '.join(BUCKETS)} (or empty): {raw!r}",
+                "empty for a principal's row; " + COLUMNS_HINT)
+    column, tag = ("client_id", CLIENT_ID) if raw == CLIENT_BUCKET else ("user", USER)
+    name = record.get(column)
+    shown = Entity(((tag, str(name)),)).display if isinstance(name, str | int) and name != "" else raw
+    return (f"a row of the quota bucket {shown} (bucket {raw}), all its members' usage together: fleet "
+            "impact and fleet rightsize read each principal's own usage (rows with an empty bucket), not "
+            "yet a bucket's", BUCKET_HINT)

@@ -6,5 +6,6 @@ kqplan's words), ``source`` (where the metrics are: URL, selector, auth headers,
 ``names`` (the default metric names and labels: the JMX exporter's output for
 ``examples/metrics/jmx-exporter.yml``, checked against a real broker), ``buckets`` (a series'
 labels to the quota bucket, and the entity that supplies a bucket's quota, by the core's level
-table) and ``throttled`` (which buckets Kafka throttled in a window). Imports ``core``, ``files``
+table), ``throttled`` (which buckets Kafka throttled in a window) and ``usage`` (each bucket's usage
+over a window, for ``kqplan fleet usage``). Imports ``core``, ``files``
 and ``deadline``."""

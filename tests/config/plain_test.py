@@ -55,7 +55,9 @@ valid_documents = st.fixed_dictionaries({}, optional={
     "custom": st.fixed_dictionaries({}, optional={"entity-types": st.lists(st.text(max_size=4), max_size=2),
                                                   "keys": st.lists(st.text(max_size=4), max_size=2)}),
     "limits": st.fixed_dictionaries({}, optional={"max-file-mib": st.integers(1, 512),
-                                                  "max-input-mib": st.integers(1, 4096)})})
+                                                  "max-input-mib": st.integers(1, 4096)}),
+    "rollout": st.fixed_dictionaries({}, optional={"waves": st.lists(st.lists(names, max_size=2),
+                                                                     max_size=2)})})
 any_documents = st.one_of(valid_documents, st.fixed_dictionaries({}, optional={
     "clusters": st.one_of(values, st.dictionaries(any_names, st.one_of(values,
                                                                        table(CLUSTER_FIELDS, values)))),
@@ -63,6 +65,7 @@ any_documents = st.one_of(valid_documents, st.fixed_dictionaries({}, optional={
         st.text(max_size=5), table(("min", "max"), scalars), max_size=2)))),
     "custom": st.one_of(values, table(("entity-types", "keys"), values)),
     "limits": st.one_of(values, table(("max-file-mib", "max-input-mib"), scalars)),
+    "rollout": st.one_of(values, table(("waves",), values)),
     "typo": values}))
 
 
@@ -119,6 +122,7 @@ FULL = {
                "keys": {"producer_byte_rate": {"min": "1KiB", "max": 1e9}, "request_percentage": {"min": 1}}},
     "custom": {"entity-types": ["group"], "keys": ["x_rate"]},
     "limits": {"max-file-mib": 64, "max-input-mib": 256},
+    "rollout": {"waves": [["prod"], ["legacy", "offline"]]},
 }
 """Every field of kqplan.toml set, validly: the base of the exhaustive near-miss test."""
 

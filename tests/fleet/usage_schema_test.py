@@ -37,7 +37,7 @@ def test_the_checked_in_schema_is_the_one_python_definition():
 
 def test_every_engine_takes_its_columns_from_the_schema():
     assert columnar_read.COLUMNS == NAMES
-    assert ("cluster", "user", "client_id", "ts", *USAGE_KEYS) == NAMES
+    assert ("cluster", "user", "client_id", "bucket", "ts", *USAGE_KEYS) == NAMES
     assert spark_usage.NAMES is NAMES
 
 

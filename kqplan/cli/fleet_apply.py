@@ -1,0 +1,42 @@
+"""``kqplan fleet apply``: registered on the ``fleet`` sub-app (its own module: the command is
+the fleet's only writer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kqplan.cli.app import console_streams, project_config, use_color, use_config
+from kqplan.cli.boundary import run
+from kqplan.cli.fleet import FleetClustersOpt, fleet_app
+from kqplan.cli.options import ConfigOpt, TimeoutOpt, start_timeout
+
+
+@fleet_app.command("apply")
+def fleet_apply(
+    cluster: FleetClustersOpt = None,
+    rollout: Annotated[bool, typer.Option(
+        "--rollout", help="Cluster by cluster in the order of [rollout] waves; the first wave that "
+        "does not apply cleanly stops the rollout.")] = False,
+    auto_approve: Annotated[bool, typer.Option(
+        "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
+    report: Annotated[Path | None, typer.Option(
+        "--report", dir_okay=False, metavar="REPORT.json",
+        help="What was applied where, and what was not started, per cluster (JSON).")] = None,
+    timeout: TimeoutOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Apply every cluster's plan (validateOnly, alter, verify, per entity), optionally in waves."""
+    from kqplan.commands.fleet_apply import fleet_apply_command
+
+    use_config(config)
+
+    def body() -> int:
+        start_timeout(timeout)
+        return fleet_apply_command(project_config(), cluster or [], rollout=rollout,
+                                   auto_approve=auto_approve, report=report, streams=console_streams(),
+                                   color=use_color())
+
+    return run(body)

@@ -1,0 +1,164 @@
+"""``kqplan fleet usage``: every inventory cluster's quota-bucket usage over a window, pulled from
+Prometheus (:mod:`kqplan.metrics.usage`) into usage Parquet (``schemas/usage-v1.json``), one file
+per cluster, ``OUT/<cluster>.parquet``: what ``fleet impact`` and ``fleet rightsize`` read.
+
+Where a cluster's metrics are is a :class:`~kqplan.metrics.source.PrometheusSource` per cluster
+(:func:`cluster_source`): today the flags', its selector's ``{cluster}`` replaced by the inventory
+name; an inventory's ``[clusters.NAME.metrics]`` will give one per cluster, under the flags
+(``source.or_settings(...)``), as ``kqplan throttled`` takes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from kqplan.config.model import ClusterEntry, ProjectConfig
+from kqplan.console import Streams
+from kqplan.core.entity import CLIENT_ID, USER, visible
+from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.files import write_atomically
+from kqplan.fleet import clusters
+from kqplan.fleet.usage_schema import CLIENT_BUCKET, NAMES, USER_BUCKET
+from kqplan.metrics.names import MetricNames, parse_selector, selector
+from kqplan.metrics.prometheus import Prometheus
+from kqplan.metrics.source import PrometheusSource, endpoint
+from kqplan.metrics.throttled import Window
+from kqplan.metrics.usage import BucketUsage, Pulled, pull_usage, usage_expr
+from kqplan.render.escape import terminal
+
+PLACEHOLDER = "{cluster}"
+"""In ``--selector``: the inventory name of the cluster whose series it picks."""
+DOCS = "docs/fleet.md"
+LOG_EVERY = 10.0
+
+
+def days_or_duration(text: str, option: str) -> float:
+    """A duration as ``kqplan throttled`` takes it (ms, s, m, h), or whole days: ``7d``."""
+    from kqplan.core.units import UnitError, parse_duration
+
+    days = text.strip().removesuffix("d")
+    if days != text.strip() and days.isdigit() and int(days) > 0:
+        return int(days) * 86400.0
+    try:
+        return parse_duration(text)
+    except UnitError as exc:
+        raise KqplanError(f"{option}: {exc}", hint=f"{exc.hint}; or whole days, e.g. 7d") from None
+
+
+def cluster_source(source: PrometheusSource, entry: ClusterEntry) -> PrometheusSource:
+    """Where ``entry``'s metrics are: ``source`` (the flags), its selector's ``{cluster}`` replaced
+    by the inventory name, escaped for a PromQL string in double quotes."""
+    if source.selector is None or PLACEHOLDER not in source.selector:
+        return source
+    name = entry.name.replace("\\", "\\\\").replace('"', '\\"')
+    return replace(source, selector=source.selector.replace(PLACEHOLDER, name))
+
+
+def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry]) -> None:
+    """Several clusters from one Prometheus need a selector that tells them apart."""
+    if len(entries) > 1 and (source.selector is None or PLACEHOLDER not in source.selector):
+        raise KqplanError(
+            f"{len(entries)} clusters, one Prometheus, and a --selector without {PLACEHOLDER}: every "
+            "cluster would get the same series",
+            hint=f"write --selector with {PLACEHOLDER}, replaced by each inventory name, e.g. "
+                 "--selector '{kafka_cluster=\"{cluster}\"}'; or name one --cluster")
+
+
+def usage_command(config: ProjectConfig, names: Sequence[str], *, source: PrometheusSource,
+                  window: Window, out: Path, streams: Streams) -> int:
+    """``OUT/<cluster>.parquet`` per cluster; exit 1 when any cluster failed (the others written)."""
+    entries = clusters.select(config, names)
+    check_sources(source, entries)
+    metric_names = MetricNames().with_overrides(source.names)
+    sources = {e.name: cluster_source(source, e) for e in entries}
+    extras = {name: parse_selector(s.selector)[1] if s.selector is not None else ""
+              for name, s in sources.items()}  # every selector checked before any query
+    paths = clusters.output_paths(out, [e.name for e in entries], ".parquet")
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    with streams.progress(log_every=LOG_EVERY) as progress:
+        for n, entry in enumerate(entries, start=1):
+            def told(text: str, n: int = n, name: str = entry.name) -> None:
+                progress(f"{name} ({n}/{len(entries)}): {text}")
+            try:
+                server = Prometheus(endpoint(sources[entry.name]))
+                pulled = pull_usage(server, metric_names, extras[entry.name], window, progress=told)
+                _check_found(pulled, server, metric_names, extras[entry.name], window)
+                write_atomically(paths[entry.name], usage_parquet(entry.name, pulled.rows, metric_names))
+            except KqplanError as exc:
+                failed += 1
+                streams.print(terminal(f"{entry.name}: failed: {exc.message}"))
+                if exc.hint:
+                    streams.print(terminal(f"  = help: {exc.hint}"))
+                continue
+            for warning in dict.fromkeys(server.warnings):
+                streams.warn(terminal(f"{entry.name}: warning: Prometheus: {warning}"))
+            if pulled.unlabelled:
+                streams.warn(terminal(
+                    f"{entry.name}: warning: {pulled.unlabelled} series carry neither label "
+                    f"'{metric_names.user_label}' nor '{metric_names.client_id_label}' and were left "
+                    "out (name the labels with --metric label.user=NAME, label.client_id=NAME)"))
+            streams.print(terminal(_line(entry.name, pulled, paths[entry.name])))
+    streams.print(f"Fleet usage: {len(entries) - failed} of {len(entries)} clusters written "
+                  f"({_span(window)}).")
+    return ExitCode.ERROR if failed else ExitCode.OK
+
+
+def _line(cluster: str, pulled: Pulled, path: Path) -> str:
+    buckets = {r.bucket for r in pulled.rows}
+    shared = sum(not (USER in b and CLIENT_ID in b) for b in buckets)
+    told = f"{cluster}: {len(pulled.rows)} rows of {len(buckets)} buckets -> {path}"
+    if shared:
+        told += (f" ({shared} of them user-level or client-id-level buckets: a row covers all their "
+                 "members, written with bucket user or client-id)")
+    return told
+
+
+def _span(window: Window) -> str:
+    end = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(window.end))
+    return f"{window.steps} steps of {window.step:g} s to {end}"
+
+
+def _check_found(pulled: Pulled, server: Prometheus, names: MetricNames, extra: str,
+                 window: Window) -> None:
+    """No usage series at all is no metrics found, not "no usage": a file of no rows would tell
+    ``fleet impact`` that nobody sends anything."""
+    if pulled.series:
+        return
+    example = usage_expr(names.keys[0].usage, extra, names, window.step)
+    raise KqplanError(
+        f"Prometheus at {server.shown} has no usage series in the window (e.g. "
+        f"{visible(selector(names.keys[0].usage, extra))}; asked {visible(example)})",
+        hint="check --selector (with several clusters, its {cluster} placeholder) and that Prometheus "
+             f"scrapes the brokers' JMX exporter ({DOCS}, docs/observability.md); other names: "
+             "--metric; no client in the window: widen --since")
+
+
+def usage_parquet(cluster: str, rows: Sequence[BucketUsage], names: MetricNames) -> bytes:
+    """Usage rows (``schemas/usage-v1.json``) as Parquet: ``user``, ``client_id`` and ``bucket``
+    from each row's bucket (a principal's pair, or a user-level or client-id-level bucket), ``ts``
+    in seconds since the epoch, the rates of the keys of the metric table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = [m.key for m in names.keys]
+    columns: dict[str, list[object]] = {name: [] for name in NAMES}
+    for row in rows:
+        user = row.bucket.get(USER) if USER in row.bucket else None
+        client_id = row.bucket.get(CLIENT_ID) if CLIENT_ID in row.bucket else None
+        bucket = None if user is not None and client_id is not None else (
+            USER_BUCKET if user is not None else CLIENT_BUCKET)
+        for name, value in (("cluster", cluster), ("user", user), ("client_id", client_id),
+                            ("bucket", bucket), ("ts", row.ts)):
+            columns[name].append(value)
+        for key in NAMES[5:]:
+            columns[key].append(row.rates[keys.index(key)] if key in keys else None)
+    types = {"ts": pa.float64(), **{key: pa.float64() for key in NAMES[5:]}}
+    table = pa.table({name: pa.array(values, types.get(name, pa.string()))
+                      for name, values in columns.items()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
