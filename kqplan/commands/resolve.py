@@ -143,7 +143,14 @@ def _state(target: Target, paths: Sequence[Path], config: ProjectConfig,
                               hint="drop --desired to resolve against the cluster")
         from kqplan.pipeline.guarded import load_checked
 
-        return load_checked(paths, config, streams).quotas
+        desired = load_checked(paths, config, streams)
+        if desired.budgets:  # their per-broker values depend on a broker count: never shown as unlimited
+            entity, keys = next(iter(desired.budgets.items()))
+            raise KqplanError(f"--desired: {entity.display} {next(iter(keys))} is a per-cluster budget, "
+                              "whose per-broker value depends on the cluster's broker count",
+                              hint="resolve against the cluster (drop --desired); `kqplan plan` shows "
+                              "the division")
+        return desired.quotas
     with open_cluster(target.within(config.max_input_bytes)) as cluster:
         return cluster.describe()
 
