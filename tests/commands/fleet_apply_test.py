@@ -97,3 +97,22 @@ def test_refusals(fleet, tmp_path):
     assert result.exit_code == 1
     assert "rollout.waves: wave 3 names 'prod-uss', which is not a cluster of the inventory" in result.stderr
     assert "did you mean 'prod-us'?" in result.stderr
+
+
+@pytest.mark.parametrize("workflow", ["rollout-on-merge.yml", "nightly-revert-expired.yml"])
+def test_the_example_workflows_run_a_real_fleet_apply(fleet, tmp_path, monkeypatch, workflow):
+    """The GitHub examples' `kqplan fleet apply` line, as written, against three sandboxes."""
+    import shlex
+
+    from tests.helpers import REPO
+
+    text = (REPO / "examples" / "github" / workflow).read_text()
+    [line] = [ln.split("run:", 1)[1].strip() for ln in text.splitlines() if "run: kqplan fleet apply" in ln]
+    toml, _ = fleet
+    monkeypatch.chdir(tmp_path)
+    args = shlex.split(line)
+    assert args[:3] == ["kqplan", "fleet", "apply"]
+    result = run_cli("--config", toml, *args[1:])
+    assert result.exit_code == 1  # prod-eu refuses u1: the rollout stops after wave 2
+    document = json.loads((tmp_path / "fleet-report.json").read_text())
+    assert [c["status"] for c in document["clusters"]] == ["applied", "failed", "not started"]
