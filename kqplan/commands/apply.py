@@ -22,6 +22,7 @@ from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import ClusterRef, Plan
 from kqplan.core.report import ApplyReport, RunStatus
+from kqplan.core.state import QuotaState
 from kqplan.files import check_writable, write_atomically
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
@@ -107,7 +108,9 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             ident = cluster.identity()
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
             check_rollout_stale(plan, ident.brokers)
-            check_stale(plan, cluster.describe(), ident.cluster_id)
+            actual = cluster.describe()
+            check_stale(plan, actual, ident.cluster_id)
+            _check_protected(plan, actual, config)
             plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode))
         journal = record.planned(plan)
         # the guardrails again, saved plans included: a plan may have been made with looser flags
@@ -234,6 +237,20 @@ def check_rollout_stale(plan: Plan, brokers: int | None) -> None:
                           f"brokers, but the cluster now has {brokers}; nothing was changed",
                           hint="make a new plan (`kqplan plan --out FILE`), which divides them by the "
                           "live count")
+
+
+def _check_protected(plan: Plan, actual: QuotaState, config: ProjectConfig) -> None:
+    """A saved plan judged again against ``[policy] protected-principals`` on the cluster as it is
+    now (the policy may have been tightened since the plan was made): KQP157, as plan refuses."""
+    principals = config.policy.protected_principals
+    if not principals or not plan.changes:
+        return
+    from kqplan.core.diagnostics import DiagnosticsError
+    from kqplan.core.protected import breaches, diagnostics
+
+    found = breaches(actual, {c.entity: c.after for c in plan.changes}, principals)
+    if found:
+        raise DiagnosticsError(diagnostics(found, None, config.policy))
 
 
 def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:

@@ -270,3 +270,23 @@ def test_the_rollout_fields_survive_a_saved_plan_and_older_plans_still_read(tmp_
     doc["now"] = None  # a hand-added field changes the digest
     with pytest.raises(Exception, match="edited after it was made"):
         loads_plan(json.dumps(doc), source="old.json")
+
+
+def test_a_saved_plan_is_judged_against_protected_principals_when_applied(tmp_path, monkeypatch):
+    """The policy may be tightened after a plan was saved: apply --plan judges it again."""
+    write_manifest(tmp_path / "q.yaml", "entities:\n  - user: <default>\n"
+                          "    quotas: {producer_byte_rate: 1MiB}\n")
+    seed = {Entity.user(None): {P: 10 * MIB}}
+    monkeypatch.chdir(tmp_path)
+    with Sandbox.start(SandboxConfig(seed=seed, cluster_id="c")) as sandbox:
+        saved = run_cli("plan", "q.yaml", "--bootstrap-server", sandbox.bootstrap, "--out", "p.json")
+        assert saved.exit_code == 0, saved.stderr
+        (tmp_path / "kqplan.toml").write_text('[policy]\nprotected-principals = [{user = "op"}]\n')
+        applied = run_cli("apply", "--plan", "p.json", "--bootstrap-server", sandbox.bootstrap,
+                          "--auto-approve")
+        assert applied.exit_code == 1
+        assert ("error[KQP157] protected principal {user=op} (every client-id) would get a new or lower "
+                "quota through {user=<default>}: producer_byte_rate 10 MiB -> 1 MiB (lowered)"
+                ) in applied.stderr
+        assert sandbox.state == seed
+        assert sandbox.requests_of(49) == []  # nothing sent, not even validateOnly
