@@ -11,10 +11,11 @@ name; an inventory's ``[clusters.NAME.metrics]`` will give one per cluster, unde
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from kqplan.commands.throttled import settings_source
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.entity import CLIENT_ID, USER, visible
@@ -57,9 +58,11 @@ def cluster_source(source: PrometheusSource, entry: ClusterEntry) -> PrometheusS
     return replace(source, selector=source.selector.replace(PLACEHOLDER, name))
 
 
-def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry]) -> None:
+def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry],
+                  sources: Mapping[str, PrometheusSource]) -> None:
     """Several clusters from one Prometheus need a selector that tells them apart."""
-    if len(entries) > 1 and (source.selector is None or PLACEHOLDER not in source.selector):
+    apart = len({(s.url, s.selector) for s in sources.values()}) == len(sources)
+    if len(entries) > 1 and not apart:
         raise KqplanError(
             f"{len(entries)} clusters, one Prometheus, and a --selector without {PLACEHOLDER}: every "
             "cluster would get the same series",
@@ -71,9 +74,11 @@ def usage_command(config: ProjectConfig, names: Sequence[str], *, source: Promet
                   window: Window, out: Path, streams: Streams) -> int:
     """``OUT/<cluster>.parquet`` per cluster; exit 1 when any cluster failed (the others written)."""
     entries = clusters.select(config, names)
-    check_sources(source, entries)
+    # the flags over each cluster's [clusters.NAME.metrics] and [metrics] (its {cluster} replaced)
+    sources = {e.name: cluster_source(source, e).or_settings(settings_source(e.metrics, e.name))
+               for e in entries}
+    check_sources(source, entries, sources)
     metric_names = MetricNames().with_overrides(source.names)
-    sources = {e.name: cluster_source(source, e) for e in entries}
     extras = {name: parse_selector(s.selector)[1] if s.selector is not None else ""
               for name, s in sources.items()}  # every selector checked before any query
     paths = clusters.output_paths(out, [e.name for e in entries], ".parquet")

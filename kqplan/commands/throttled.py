@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from kqplan.config.model import ClusterEntry, ProjectConfig
+from kqplan.config.model import ClusterEntry, MetricsSettings, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.desired import DesiredState
 from kqplan.core.entity import EntityKind
@@ -70,7 +70,10 @@ def throttled_command(paths: Sequence[Path], target: Target, config: ProjectConf
                       source: PrometheusSource, *, window: Window, fmt: ThrottledFormat,
                       detailed_exitcode: bool, streams: Streams,
                       cluster: ClusterEntry | None = None) -> int:
-    """``kqplan throttled``: exit 0, or 2 with ``detailed_exitcode`` when a bucket was throttled."""
+    """``kqplan throttled``: exit 0, or 2 with ``detailed_exitcode`` when a bucket was throttled.
+    ``source``: the flags, over ``--cluster``'s ``[clusters.NAME.metrics]`` and ``[metrics]``."""
+    if cluster is not None:
+        source = source.or_settings(settings_source(cluster.metrics, cluster.name))
     names = MetricNames().with_overrides(source.names)
     extra = parse_selector(source.selector)[1] if source.selector is not None else ""
     server = Prometheus(endpoint(source))
@@ -132,3 +135,11 @@ def _check_found(observed: Observation, state: QuotaState, server: Prometheus, *
              "examples/metrics/jmx-exporter.yml); other names: --metric; no client at all in "
              "the window: widen --since")
 
+
+def settings_source(settings: MetricsSettings, cluster: str) -> PrometheusSource:
+    """The inventory's metrics settings of ``cluster`` as a source, ``{cluster}`` in the selector
+    replaced by its name (escaped for a PromQL string in double quotes)."""
+    selector = settings.selector
+    if selector is not None and "{cluster}" in selector:
+        selector = selector.replace("{cluster}", cluster.replace("\\", "\\\\").replace('"', '\\"'))
+    return PrometheusSource(settings.prometheus, selector, settings.headers_file, settings.names)

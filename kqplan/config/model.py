@@ -62,6 +62,24 @@ MISSING_LAYER = "KQP191"
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """Where a cluster's metrics are (``[metrics]``, ``[clusters.NAME.metrics]``): the Prometheus
+    base URL, the selector that picks the cluster's series (``{cluster}``: the inventory name),
+    a file of HTTP headers, metric-name overrides (``ROLE.KEY=SELECTOR``). None: not set here."""
+
+    prometheus: str | None = None
+    selector: str | None = None
+    headers_file: Path | None = None
+    names: tuple[str, ...] = ()
+
+    def over(self, other: MetricsSettings) -> MetricsSettings:
+        """These settings over ``other`` (a cluster's over ``[metrics]``)."""
+        return MetricsSettings(self.prometheus or other.prometheus,
+                               self.selector if self.selector is not None else other.selector,
+                               self.headers_file or other.headers_file, (*other.names, *self.names))
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterEntry:
     """One cluster of the inventory: where it is, what it must be, which manifests describe it."""
 
@@ -80,6 +98,8 @@ class ClusterEntry:
     brokers: int | None = None
     """Declared broker count, which budgets (``{per-cluster: …}``) are divided by when the target
     reports none (a snapshot); a live cluster's Metadata answer wins."""
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    """``[clusters.NAME.metrics]`` over ``[metrics]``: where this cluster's metrics are."""
 
     @property
     def has_target(self) -> bool:

@@ -18,12 +18,13 @@ import math
 import re
 import tomllib
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from kqplan.config.locate import config_error
-from kqplan.config.model import CONFIG_ERROR, MISSING_LAYER, ClusterEntry, ProjectConfig
+from kqplan.config.model import CONFIG_ERROR, MISSING_LAYER, ClusterEntry, MetricsSettings, ProjectConfig
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, Span, did_you_mean, sort_key
 from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER, visible
 from kqplan.core.filenames import component_problem
@@ -40,7 +41,7 @@ from kqplan.core.policy import (
 from kqplan.core.quotas import QUOTA_KEYS
 
 CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manifests", "mode", "version",
-                  "brokers")
+                  "brokers", "metrics")
 LIMIT_FIELDS = {"max-file-mib": 128, "max-input-mib": 512}
 """``[limits]``: each a positive number of MiB, and its default."""
 POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
@@ -134,6 +135,7 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
                    "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True), **rollout},
         "limits": mib,
         "rollout": {"waves": [list(w) for w in waves.get("waves", [])]},
+        "metrics": {"prometheus": None, "selector": None, "headers-file": None, "names": []},
     }
 
 
@@ -211,7 +213,22 @@ def _entry(base: Path, name: str, raw: str | dict[str, Any]) -> ClusterEntry:
     return ClusterEntry(name, id=raw["id"], bootstrap=raw["bootstrap-server"],
                         command_config=rel(raw["command-config"]), snapshot=rel(raw["snapshot"]),
                         manifests=tuple(base / m for m in raw["manifests"]), mode=raw["mode"],
-                        version=raw["version"], brokers=raw.get("brokers"))
+                        version=raw["version"], brokers=raw.get("brokers"),
+                        metrics=metrics_settings(base, raw.get("metrics")))
+
+
+def _with_metrics(entry: ClusterEntry, shared: MetricsSettings) -> ClusterEntry:
+    """The cluster's own ``[clusters.NAME.metrics]`` over the shared ``[metrics]``."""
+    return replace(entry, metrics=entry.metrics.over(shared))
+
+
+def metrics_settings(base: Path, raw: dict[str, Any] | None) -> MetricsSettings:
+    """A ``[metrics]`` table as settings (a headers file relative to kqplan.toml's directory)."""
+    if not raw:
+        return MetricsSettings()
+    headers = raw.get("headers-file")
+    return MetricsSettings(raw.get("prometheus"), raw.get("selector"),
+                           base / headers if headers is not None else None, tuple(raw.get("names") or ()))
 
 
 def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[Diagnostic]) -> None:
@@ -393,7 +410,8 @@ def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
     config = ProjectConfig(
         custom_entity_types=types,
         custom_keys=custom_keys,
-        clusters={name: _entry(base, name, raw) for name, raw in doc["clusters"].items()},
+        clusters={name: _with_metrics(_entry(base, name, raw), metrics_settings(base, doc.get("metrics")))
+                  for name, raw in doc["clusters"].items()},
         policy=policy,
         max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
         max_input_bytes=doc["limits"]["max-input-mib"] * 1024 * 1024,

@@ -54,6 +54,7 @@ class _Cluster(_Strict):
     mode: StrictStr | None = None
     version: StrictStr | None = None
     brokers: StrictInt | None = Field(default=None, ge=1)
+    metrics: _Metrics | None = None
 
 
 class _Principal(_Strict):
@@ -80,6 +81,13 @@ class _Policy(_Strict):
     protected_principals: list[_Principal] = Field(default_factory=list, alias="protected-principals")
 
 
+class _Metrics(_Strict):
+    prometheus: StrictStr | None = None
+    selector: StrictStr | None = None
+    headers_file: StrictStr | None = Field(default=None, alias="headers-file")
+    names: list[StrictStr] = Field(default_factory=list)
+
+
 class _Rollout(_Strict):
     waves: list[list[StrictStr]] = Field(default_factory=list)
 
@@ -90,10 +98,13 @@ class _ConfigFile(_Strict):
     policy: _Policy = Field(default_factory=_Policy)
     limits: _Limits = Field(default_factory=_Limits)
     rollout: _Rollout = Field(default_factory=_Rollout)
+    metrics: _Metrics = Field(default_factory=_Metrics)
 
 
 _FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
-    (): ("clusters", "policy", "custom", "limits", "rollout"),
+    (): ("clusters", "policy", "custom", "limits", "rollout", "metrics"),
+    ("metrics",): ("prometheus", "selector", "headers-file", "names"),
+    ("clusters", "*", "metrics"): ("prometheus", "selector", "headers-file", "names"),
     ("rollout",): ("waves",),
     ("clusters", "*"): tuple(f.alias or n for n, f in _Cluster.model_fields.items()),
     ("policy",): tuple(f.alias or n for n, f in _Policy.model_fields.items()),
@@ -104,6 +115,9 @@ _FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
 }
 
 _PATH = "a file path in quotes"
+_PROMETHEUS = 'the Prometheus base URL in quotes, such as "http://prometheus:9090"'
+_SELECTOR = """a PromQL label selector in quotes, such as '{kafka_cluster="{cluster}"}'"""
+_NAMES = 'a list of metric-name overrides in quotes, such as ["label.broker=pod"]'
 _EXPECTED: dict[tuple[str, ...], str] = {
     ("clusters",): "a table of clusters, one [clusters.NAME] table each",
     ("clusters", "*"): "a cluster id in quotes, or a [clusters.NAME] table",
@@ -143,6 +157,18 @@ _EXPECTED: dict[tuple[str, ...], str] = {
     ("custom", "keys", "#"): "a key name in quotes",
     ("limits",): "a table ([limits])",
     ("rollout",): "a table ([rollout])",
+    ("metrics",): "a table ([metrics])",
+    ("metrics", "prometheus"): _PROMETHEUS,
+    ("metrics", "selector"): _SELECTOR,
+    ("metrics", "headers-file"): _PATH,
+    ("metrics", "names"): _NAMES,
+    ("metrics", "names", "#"): "an override ROLE.KEY=NAME in quotes",
+    ("clusters", "*", "metrics"): "a table ([clusters.NAME.metrics])",
+    ("clusters", "*", "metrics", "prometheus"): _PROMETHEUS,
+    ("clusters", "*", "metrics", "selector"): _SELECTOR,
+    ("clusters", "*", "metrics", "headers-file"): _PATH,
+    ("clusters", "*", "metrics", "names"): _NAMES,
+    ("clusters", "*", "metrics", "names", "#"): "an override ROLE.KEY=NAME in quotes",
     ("rollout", "waves"): ('a list of waves, each a list of cluster names: '
                            '[["staging"], ["prod-eu", "prod-us"]]'),
     ("rollout", "waves", "#"): 'a list of cluster names in quotes, such as ["prod-eu", "prod-us"]',
