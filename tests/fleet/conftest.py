@@ -28,6 +28,9 @@ from tests.kafka.broker import free_ports
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local session for the whole run. pyspark refuses a Spark Connect session while a regular
+    one runs in the process, so the tests that use it live in files named after connect_test.py
+    (collected in name order): a file before it that asks for this fixture breaks connect_test."""
     from kqplan.fleet.spark import session
 
     # Spark puts its default warehouse (where a CREATE TABLE without LOCATION goes) under the

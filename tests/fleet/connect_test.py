@@ -13,6 +13,14 @@ from tests.helpers import fleet_cli
 pytestmark = pytest.mark.slow
 
 
+def test_no_regular_spark_session_runs_before_these():
+    """pyspark refuses a Connect session beside a regular one in the process: this module runs
+    before any test that starts the session-scoped ``spark`` fixture (files named after it)."""
+    from pyspark.sql import SparkSession
+
+    assert SparkSession.getActiveSession() is None
+
+
 def test_plan_and_impact_through_spark_connect_match_the_local_engine(fleet, connect_server):
     local = fleet_cli(fleet, "plan", "--cluster", "east", "--cluster", "west", "--out", fleet / "local")
     remote = fleet_cli(fleet, "plan", "--cluster", "east", "--cluster", "west", "--out", fleet / "remote",
@@ -88,3 +96,4 @@ def test_another_master_is_not_silently_replaced_by_this_process_session(spark):
         pass
     with session(master="local[*]") as reused:  # a local master: the running session serves
         assert reused is spark
+
