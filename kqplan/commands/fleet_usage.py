@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from kqplan.commands.throttled import settings_source
@@ -25,13 +24,11 @@ from kqplan.fleet import clusters
 from kqplan.fleet.usage_schema import CLIENT_BUCKET, NAMES, USER_BUCKET
 from kqplan.metrics.names import MetricNames, parse_selector, selector
 from kqplan.metrics.prometheus import Prometheus
-from kqplan.metrics.source import PrometheusSource, endpoint
+from kqplan.metrics.source import PLACEHOLDER, PrometheusSource, endpoint
 from kqplan.metrics.throttled import Window
 from kqplan.metrics.usage import BucketUsage, Pulled, pull_usage, usage_expr
 from kqplan.render.escape import terminal
 
-PLACEHOLDER = "{cluster}"
-"""In ``--selector``: the inventory name of the cluster whose series it picks."""
 DOCS = "docs/fleet.md"
 LOG_EVERY = 10.0
 
@@ -51,11 +48,8 @@ def days_or_duration(text: str, option: str) -> float:
 
 def cluster_source(source: PrometheusSource, entry: ClusterEntry) -> PrometheusSource:
     """Where ``entry``'s metrics are: ``source`` (the flags), its selector's ``{cluster}`` replaced
-    by the inventory name, escaped for a PromQL string in double quotes."""
-    if source.selector is None or PLACEHOLDER not in source.selector:
-        return source
-    name = entry.name.replace("\\", "\\\\").replace('"', '\\"')
-    return replace(source, selector=source.selector.replace(PLACEHOLDER, name))
+    by the inventory name."""
+    return source.for_cluster(entry.name)
 
 
 def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry],

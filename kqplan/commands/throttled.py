@@ -139,7 +139,5 @@ def _check_found(observed: Observation, state: QuotaState, server: Prometheus, *
 def settings_source(settings: MetricsSettings, cluster: str) -> PrometheusSource:
     """The inventory's metrics settings of ``cluster`` as a source, ``{cluster}`` in the selector
     replaced by its name (escaped for a PromQL string in double quotes)."""
-    selector = settings.selector
-    if selector is not None and "{cluster}" in selector:
-        selector = selector.replace("{cluster}", cluster.replace("\\", "\\\\").replace('"', '\\"'))
-    return PrometheusSource(settings.prometheus, selector, settings.headers_file, settings.names)
+    return PrometheusSource(settings.prometheus, settings.selector, settings.headers_file,
+                            settings.names).for_cluster(cluster)

@@ -17,7 +17,7 @@ import base64
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -25,6 +25,8 @@ from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 from kqplan.files import read_bounded_text
 
+PLACEHOLDER = "{cluster}"
+"""In a selector: the inventory name of the cluster whose series it picks."""
 ENV_URL = "KQPLAN_PROMETHEUS_URL"
 ENV_TOKEN = "KQPLAN_PROMETHEUS_TOKEN"
 ENV_HEADERS = "KQPLAN_PROMETHEUS_HEADERS"
@@ -43,6 +45,14 @@ class PrometheusSource:
     headers_file: Path | None = None
     names: tuple[str, ...] = ()
     """``ROLE.NAME=VALUE`` overrides of :class:`~kqplan.metrics.names.MetricNames`, in order."""
+
+    def for_cluster(self, name: str) -> PrometheusSource:
+        """This source with ``{cluster}`` in its selector replaced by the inventory name ``name``,
+        escaped for a PromQL string in double quotes."""
+        if self.selector is None or PLACEHOLDER not in self.selector:
+            return self
+        quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+        return replace(self, selector=self.selector.replace(PLACEHOLDER, quoted))
 
     def or_settings(self, settings: PrometheusSource) -> PrometheusSource:
         """These settings over ``settings`` (an inventory's, later): a field given here wins; the
