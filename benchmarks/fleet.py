@@ -150,7 +150,9 @@ def write_buckets(home: Path, usage: Path, path: Path) -> Path:
     if path.exists():
         return path
     config = load_config(home / "kqplan.toml")
-    results = clusters.each(clusters.select(config, []), lambda entry: clusters.plan(entry, config))
+    entries = clusters.select(config, [])
+    loaded = clusters.load(entries, config)  # compiled on this thread (the YAML reader's rule)
+    results = clusters.each(entries, lambda entry: clusters.plan(entry, config, loaded[entry.name]))
     states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes)) for r in results
               if r.value is not None}
     indexes = {c: (QuotaIndex.of(b), QuotaIndex.of(a)) for c, (b, a) in states.items()}

@@ -10,7 +10,14 @@ import typer
 
 from kqplan.cli.app import app, choice, console_streams, project_config, use_config
 from kqplan.cli.boundary import run
-from kqplan.cli.options import ConfigOpt, TimeoutOpt, start_timeout
+from kqplan.cli.options import (
+    ConfigOpt,
+    MetricOpt,
+    PrometheusHeadersOpt,
+    PrometheusOpt,
+    TimeoutOpt,
+    start_timeout,
+)
 
 # -- fleet (kqplan/commands/fleet.py defines the sub-app) ------------------------------------------
 # [anchor: fleet commands]
@@ -173,10 +180,7 @@ def _timed(timeout: str | None, call: Callable[[], int]) -> Callable[[], int]:
 @fleet_app.command("usage")
 def fleet_usage(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.parquet.")],
-    prometheus: Annotated[str | None, typer.Option(
-        "--prometheus", metavar="URL",
-        help="Prometheus's base URL [env: KQPLAN_PROMETHEUS_URL]; credentials: user:password@ in the URL, "
-             "KQPLAN_PROMETHEUS_TOKEN (bearer) or --prometheus-headers.")] = None,
+    prometheus: PrometheusOpt = None,
     selector: Annotated[str | None, typer.Option(
         "--selector", metavar="'{LABEL=\"VALUE\",...}'",
         help="Label matchers that pick a cluster's series; {cluster} is replaced by each inventory name, "
@@ -186,13 +190,8 @@ def fleet_usage(
     step: Annotated[str, typer.Option(
         "--step", metavar="DURATION", help="One row per bucket per step (its mean; at least the scrape "
         "interval).")] = "60s",
-    metric: Annotated[list[str] | None, typer.Option(
-        "--metric", metavar="ROLE.NAME=VALUE",
-        help="Other metric names (repeatable): usage.KEY=SELECTOR, label.user=LABEL, label.client_id=LABEL.")
-    ] = None,
-    headers: Annotated[Path | None, typer.Option(
-        "--prometheus-headers", dir_okay=False, metavar="FILE",
-        help="HTTP headers for Prometheus, 'Name: value' per line [env: KQPLAN_PROMETHEUS_HEADERS].")] = None,
+    metric: MetricOpt = None,
+    headers: PrometheusHeadersOpt = None,
     cluster: FleetClustersOpt = None,
     timeout: TimeoutOpt = None,
     config: ConfigOpt = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,15 +26,31 @@ _UsageError: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+_DURATION = re.compile(r"\d+(\.\d+)?(ms|s|m|h)")
+
+
 def optional_values(argv: Sequence[str]) -> list[str]:
     """Give ``--sandbox`` an optional value: it takes the next word only when that names a
-    ``.json`` seed, so ``plan DIR --sandbox`` and ``plan --sandbox DIR`` both work."""
+    ``.json`` seed, so ``plan DIR --sandbox`` and ``plan --sandbox DIR`` both work. And
+    ``--verify-enforcement[=WINDOW]``: alone, it is ``--verify-enforcement=`` (the default
+    window); a next word that is a duration (``5m``) and no file is its window too."""
     out: list[str] = []
     args = list(argv)
+    skip = False
     for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
         if arg == "--":
             return out + args[i:]
         out.append(arg)
+        if arg == "--verify-enforcement":
+            window = args[i + 1] if i + 1 < len(args) else ""
+            if _DURATION.fullmatch(window) and not os.path.exists(window):
+                out[-1] = f"--verify-enforcement={window}"  # its window, written with a space
+                skip = True
+            else:
+                out[-1] = "--verify-enforcement="
         if arg == "--sandbox":
             following = args[i + 1] if i + 1 < len(args) else None
             if following is None or following.startswith("-") \

@@ -74,3 +74,24 @@ def start_timeout(timeout: str | None) -> None:
         deadline.start(parse_duration(timeout))
     except UnitError as exc:
         raise KqplanError(f"--timeout: {exc}", hint=exc.hint) from None
+
+
+# -- where the brokers' metrics are (throttled, fleet usage, plan --usage-from-metrics, apply) ----------
+
+PrometheusOpt = Annotated[str | None, typer.Option(
+    "--prometheus", metavar="URL",
+    help="Prometheus's base URL, e.g. http://prometheus:9090 [env: KQPLAN_PROMETHEUS_URL; else "
+         "kqplan.toml's [metrics]]; credentials: user:password@ in the URL, KQPLAN_PROMETHEUS_TOKEN "
+         "(bearer) or --prometheus-headers.")]
+SelectorOpt = Annotated[str | None, typer.Option(
+    "--selector", metavar="'{LABEL=\"VALUE\",...}'",
+    help="Label matchers that pick the cluster's series, e.g. '{kafka_cluster=\"prod\"}'; {cluster} is "
+         "replaced by the inventory name.")]
+MetricOpt = Annotated[list[str] | None, typer.Option(
+    "--metric", metavar="ROLE.NAME=VALUE",
+    help="Other metric names (repeatable): throttle.KEY=SELECTOR, usage.KEY=SELECTOR, "
+         "label.user=LABEL (and label.client_id, label.broker).")]
+PrometheusHeadersOpt = Annotated[Path | None, typer.Option(
+    "--prometheus-headers", dir_okay=False, metavar="FILE",
+    help="HTTP headers for Prometheus, 'Name: value' per line (Authorization, X-Scope-OrgID) "
+         "[env: KQPLAN_PROMETHEUS_HEADERS].")]

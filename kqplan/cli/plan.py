@@ -26,8 +26,12 @@ from kqplan.cli.options import (
     ClusterOpt,
     CommandConfigOpt,
     ConfigOpt,
+    MetricOpt,
     OptionalPathsArg,
+    PrometheusHeadersOpt,
+    PrometheusOpt,
     SandboxOpt,
+    SelectorOpt,
     StateOpt,
     TimeoutOpt,
     target_of,
@@ -35,7 +39,30 @@ from kqplan.cli.options import (
 from kqplan.core.errors import KqplanError
 
 if TYPE_CHECKING:
+    from kqplan.commands.forecast import UsageOptions
     from kqplan.core.diagnostics import Diagnostic
+
+
+_USAGE = "Usage: who the plan would throttle"
+UsageOpt = Annotated[list[str] | None, typer.Option(
+    "--usage", metavar="PATH", rich_help_panel=_USAGE,
+    help="Usage files or directories (CSV, JSON lines, Parquet: kqplan schema usage; kqplan fleet usage "
+         "writes them): show which quota buckets the plan would throttle.")]
+UsageFromMetricsOpt = Annotated[bool, typer.Option(
+    "--usage-from-metrics", rich_help_panel=_USAGE,
+    help="The usage from the brokers' metrics in Prometheus (--prometheus, or kqplan.toml's [metrics]).")]
+SinceOpt = Annotated[str, typer.Option(
+    "--since", metavar="DURATION", rich_help_panel=_USAGE,
+    help="--usage-from-metrics: the window, the last 7d, 24h, ...")]
+StepOpt = Annotated[str, typer.Option(
+    "--step", metavar="DURATION", rich_help_panel=_USAGE,
+    help="--usage-from-metrics: one usage point per step (at least the scrape interval).")]
+StatOpt = Annotated[str, typer.Option(
+    "--stat", metavar="STAT", rich_help_panel=_USAGE,
+    help="A bucket's usage: max | pNN (e.g. p99) over its windows.")]
+FailOnThrottleOpt = Annotated[bool, typer.Option(
+    "--fail-on-throttle", rich_help_panel=_USAGE,
+    help="Exit 1 when the plan would newly throttle a bucket (with --usage or --usage-from-metrics).")]
 
 
 @contextmanager
@@ -112,6 +139,16 @@ def plan(
     markdown_limit: Annotated[int, typer.Option(
         "--markdown-limit", metavar="CHARS", min=2000,
         help="--format markdown stays under this size (GitHub refuses comments over 65536).")] = 60_000,
+    usage: UsageOpt = None,
+    usage_from_metrics: UsageFromMetricsOpt = False,
+    since: SinceOpt = "7d",
+    step: StepOpt = "60s",
+    stat: StatOpt = "max",
+    prometheus: PrometheusOpt = None,
+    selector: SelectorOpt = None,
+    metric: MetricOpt = None,
+    prometheus_headers: PrometheusHeadersOpt = None,
+    fail_on_throttle: FailOnThrottleOpt = False,
     config: ConfigOpt = None,
 ) -> int:
     """Show what apply would change: manifests against one describe of the cluster."""
@@ -142,9 +179,38 @@ def plan(
             detailed_exitcode=detailed_exitcode, streams=console_streams(), principals=principals,
             cluster=cluster_entry(cluster, project),
             guardrails=Guardrails(allow_mass_delete, fail_on_unmanaged), color=use_color(),
-            config_flag=global_options["config"], github=github, markdown_limit=markdown_limit)
+            config_flag=global_options["config"], github=github, markdown_limit=markdown_limit,
+            usage=usage_options(usage, usage_from_metrics, since=since, step=step, stat=stat,
+                                source=(prometheus, selector, prometheus_headers, metric),
+                                fail_on_throttle=fail_on_throttle),
+            fail_on_throttle=fail_on_throttle)
 
     return run(body, json_errors=fmt == "json")
+
+
+def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str, step: str, stat: str,
+                  source: tuple[str | None, str | None, Path | None, list[str] | None],
+                  fail_on_throttle: bool = False) -> UsageOptions:
+    """``--usage`` / ``--usage-from-metrics`` and their settings, checked."""
+    from kqplan.commands.fleet_usage import days_or_duration
+    from kqplan.commands.forecast import UsageOptions
+    from kqplan.commands.throttled import window_of
+    from kqplan.fleet.usage import local_paths, parse_stat
+    from kqplan.metrics.source import PrometheusSource
+
+    if fail_on_throttle and not paths and not from_metrics:
+        raise KqplanError("--fail-on-throttle needs usage to judge the plan by",
+                          hint="add --usage FILES or --usage-from-metrics (Prometheus)")
+    if paths and from_metrics:
+        raise KqplanError("--usage and --usage-from-metrics both given: kqplan reads one usage",
+                          hint="keep --usage FILES, or --usage-from-metrics (Prometheus)")
+    q = parse_stat(stat)
+    if from_metrics:
+        prometheus, selector, headers, metric = source
+        window = window_of(days_or_duration(since, "--since"), days_or_duration(step, "--step"))
+        return UsageOptions(metrics=PrometheusSource(prometheus, selector, headers, tuple(metric or ())),
+                            window=window, q=q)
+    return UsageOptions(paths=tuple(local_paths(paths or [])), q=q)
 
 
 class _ApplyFormat(StrEnum):
@@ -176,21 +242,37 @@ def apply(
     fmt: Annotated[str, typer.Option(
         "--format", metavar="FORMAT",
         help="text | json (the report on stdout; needs --auto-approve)")] = "text",
+    verify_enforcement: Annotated[str | None, typer.Option(
+        "--verify-enforcement", metavar="[=WINDOW]",
+        help="After the alter, watch the brokers' metrics (--prometheus, or kqplan.toml's [metrics]) up to "
+             "WINDOW (default 2m) until Kafka enforces each changed bucket: confirmed, not yet observed "
+             "or contradicted (exit 1).")] = None,
+    prometheus: PrometheusOpt = None,
+    selector: SelectorOpt = None,
+    metric: MetricOpt = None,
+    prometheus_headers: PrometheusHeadersOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
-    from kqplan.commands.apply import apply_command
+    from kqplan.commands.apply import Enforcement, apply_command
+    from kqplan.commands.enforcement import check_window
+    from kqplan.metrics.source import PrometheusSource
     from kqplan.pipeline.guarded import Guardrails
 
     use_config(config)
 
     def body() -> int:
+        enforcement = None
+        if verify_enforcement is not None:
+            enforcement = Enforcement(PrometheusSource(prometheus, selector, prometheus_headers,
+                                                       tuple(metric or ())), check_window(verify_enforcement))
         manifest_paths = paths or []
         project = project_config(manifest_paths)
         return apply_command(
             manifest_paths, plan_file, target_of(state, bootstrap_server, command_config, sandbox, timeout),
             project, auto_approve=auto_approve, report=report, streams=console_streams(),
             cluster_entry=cluster_entry(cluster, project), guardrails=Guardrails(allow_mass_delete),
-            color=use_color(), as_json=choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON)
+            color=use_color(), as_json=choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON,
+            enforcement=enforcement)
 
     return run(body, json_errors=fmt == "json")

@@ -3,7 +3,6 @@ entry behind each."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,8 +14,12 @@ from kqplan.cli.options import (
     ClusterOpt,
     CommandConfigOpt,
     ConfigOpt,
+    MetricOpt,
     OptionalPathsArg,
+    PrometheusHeadersOpt,
+    PrometheusOpt,
     SandboxOpt,
+    SelectorOpt,
     StateOpt,
     TimeoutOpt,
     target_of,
@@ -42,27 +45,15 @@ def throttled(
     command_config: CommandConfigOpt = None,
     sandbox: SandboxOpt = None,
     timeout: TimeoutOpt = None,
-    prometheus: Annotated[str | None, typer.Option(
-        "--prometheus", metavar="URL",
-        help="Prometheus's base URL, e.g. http://prometheus:9090 [env: KQPLAN_PROMETHEUS_URL]; "
-             "credentials: user:password@ in the URL, KQPLAN_PROMETHEUS_TOKEN (bearer) or "
-             "--prometheus-headers.")] = None,
-    selector: Annotated[str | None, typer.Option(
-        "--selector", metavar="'{LABEL=\"VALUE\",...}'",
-        help="Label matchers that pick this cluster's series, e.g. '{kafka_cluster=\"prod\"}'.")] = None,
+    prometheus: PrometheusOpt = None,
+    selector: SelectorOpt = None,
     since: Annotated[str, typer.Option(
         "--since", metavar="DURATION", help="The window: the last 15m, 2h, ...")] = "15m",
     step: Annotated[str | None, typer.Option(
         "--step", metavar="DURATION",
         help="Resolution of the window (default 1m, at least Prometheus's scrape interval).")] = None,
-    metric: Annotated[list[str] | None, typer.Option(
-        "--metric", metavar="ROLE.NAME=VALUE",
-        help="Other metric names (repeatable): throttle.KEY=SELECTOR, usage.KEY=SELECTOR, "
-             "label.user=LABEL (and label.client_id, label.broker).")] = None,
-    headers: Annotated[Path | None, typer.Option(
-        "--prometheus-headers", dir_okay=False, metavar="FILE",
-        help="HTTP headers for Prometheus, 'Name: value' per line (Authorization, X-Scope-OrgID) "
-             "[env: KQPLAN_PROMETHEUS_HEADERS].")] = None,
+    metric: MetricOpt = None,
+    headers: PrometheusHeadersOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text | markdown | json", metavar="FORMAT")] = "text",
     detailed_exitcode: Annotated[bool, typer.Option(
         "--detailed-exitcode", help="Exit 2 when a bucket was throttled (0: none, 1: error).")] = False,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqplan import deadline
 from kqplan.apply.protocol import Journal, apply, check_stale
@@ -40,6 +41,10 @@ from kqplan.planfile.file import read_plan
 from kqplan.render.apply import render_apply, report_to_json
 from kqplan.render.escape import terminal
 from kqplan.render.text import render_text
+
+if TYPE_CHECKING:
+    from kqplan.commands.enforcement import Expected
+    from kqplan.metrics.source import PrometheusSource
 
 CONFIRM_WORD = "yes"
 
@@ -70,8 +75,10 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
                   config: ProjectConfig, *, auto_approve: bool, report: Path | None,
                   streams: Streams, cluster_entry: ClusterEntry | None = None,
                   guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False,
-                  as_json: bool = False) -> int:
-    """``as_json``: the report (the ``--report`` document) is stdout, the plan goes to stderr."""
+                  as_json: bool = False, enforcement: Enforcement | None = None) -> int:
+    """``as_json``: the report (the ``--report`` document) is stdout, the plan goes to stderr.
+    ``enforcement``: after the alter, watch the metrics until Kafka enforces the changed buckets
+    (:mod:`kqplan.commands.enforcement`)."""
     if report is not None:
         check_writable(report, "the report")
     if as_json and not auto_approve:
@@ -90,12 +97,20 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
         cluster = ahead if ahead is not None else stack.enter_context(open_cluster(target))
         return _apply(cluster, desired, plan_file, config, auto_approve=auto_approve, record=record,
                       streams=streams, cluster_entry=cluster_entry, guardrails=guardrails, color=color,
-                      as_json=as_json)
+                      as_json=as_json, enforcement=enforcement)
+
+
+@dataclass(frozen=True, slots=True)
+class Enforcement:
+    """``--verify-enforcement[=WINDOW]`` with the metrics flags."""
+
+    source: PrometheusSource
+    window: float
 
 
 def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | None, config: ProjectConfig, *,
            auto_approve: bool, record: Recorder, streams: Streams, cluster_entry: ClusterEntry | None,
-           guardrails: Guardrails, color: bool, as_json: bool) -> int:
+           guardrails: Guardrails, color: bool, as_json: bool, enforcement: Enforcement | None = None) -> int:
     """Plan (from ``desired``, or the saved ``plan_file`` refreshed) and apply on an open cluster."""
     with streams.progress() as progress:
         if desired is not None:
@@ -123,14 +138,50 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             return ExitCode.OK
         if not as_json:
             streams.print("")
+        expected = _expected(cluster, plan, cluster_entry, enforcement, progress) if enforcement else None
         if not confirm(plan, streams, auto_approve=auto_approve):
             record.finish(journal.report(RunStatus.CANCELLED), quiet=True)
             streams.print("Apply cancelled.")
             return ExitCode.ERROR
         record.begin()
+        altered = time.time()
         result = apply(cluster, plan, progress=progress, journal=journal)
     record.finish(result, color=color)
+    if enforcement is not None and expected is not None and result.ok \
+            and not _verified(enforcement, cluster_entry, expected, altered, streams, as_json=as_json):
+        return ExitCode.ERROR
     return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+def _expected(cluster: Cluster, plan: Plan, entry: ClusterEntry | None, enforcement: Enforcement,
+              progress: Callable[[str], None]) -> list[Expected]:
+    """Before the alter (a Prometheus that cannot answer stops the apply here, nothing sent):
+    what the plan should make Kafka do, from the last minutes of usage."""
+    from kqplan.commands.enforcement import expectations
+    from kqplan.commands.forecast import metrics_of
+    from kqplan.core.plan import apply_ops
+
+    progress("Reading the buckets' usage from Prometheus (--verify-enforcement)")
+    actual = cluster.describe()
+    metrics = metrics_of(enforcement.source, entry)
+    return expectations(metrics, actual, apply_ops(actual, plan.changes),
+                        entry.name if entry is not None else "cluster", time.time())
+
+
+def _verified(enforcement: Enforcement, entry: ClusterEntry | None, expected: list[Expected], altered: float,
+              streams: Streams, *, as_json: bool) -> bool:
+    """Watch, report; False when Kafka contradicts a bucket."""
+    from kqplan.commands.enforcement import verify
+    from kqplan.render.enforcement import EnforcementRow, render_enforcement
+
+    with streams.progress() as progress:
+        found = verify(enforcement.source, entry, expected, since=altered, window=enforcement.window,
+                       progress=progress)
+    rows = [EnforcementRow(v.outcome.value, v.expected.bucket, v.expected.key,
+                           "throttled" if v.expected.throttle else "not throttled", v.detail)
+            for v in found.results]
+    (streams.warn if as_json else streams.print)(render_enforcement(rows, found.waited), end="")
+    return found.contradicted == 0
 
 
 class Terminated(KeyboardInterrupt):

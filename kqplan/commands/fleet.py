@@ -179,7 +179,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     not list is an error (``allow_unknown_clusters``: a warning, its rows left out)."""
     from kqplan.core.plan import apply_ops
     from kqplan.fleet.impact import summarize
-    from kqplan.fleet.tables import chart, histogram, write_impact, write_unused
+    from kqplan.fleet.tables import chart, histogram, write_buckets, write_impact, write_unused
     from kqplan.fleet.usage import parse_stat
     from kqplan.render.impact import render_fleet_impact
 
@@ -225,6 +225,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         local_out.mkdir(parents=True, exist_ok=True)
         write_impact(impact.rows, inside(local_out, "impact.parquet"))
         write_unused(impact.unused, inside(local_out, "unused.parquet"))
+        write_buckets(impact.buckets, inside(local_out, "buckets.parquet"))
         summary = summarize(impact, states)
         histograms = {c: histogram([r for r in impact.rows if r.cluster == c]) for c in states}
         charts = [str(path) for c in sorted(states)
@@ -296,6 +297,8 @@ def impact_summary(summary: Mapping[str, ClusterImpact], errors: Mapping[str, st
                                  "quota": t.quota} for t in s.newly_throttled],
             "relieved": [{"bucket": t.bucket, "key": t.key, "members": t.members, "usage": t.usage,
                           "quota": t.quota} for t in s.relieved],
+            "split_unknown": [{"bucket": t.bucket, "key": t.key, "members": t.members, "usage": t.usage,
+                               "usage_max": t.usage_max, "quota": t.quota} for t in s.unknown],
             "unlimited": s.unlimited, "unused_entries": s.unused_entries,
             "bucket_usage": "windowed" if s.windowed else "summed", "error": None}
     return out | {c: {"error": e} for c, e in sorted(errors.items())}

@@ -85,7 +85,7 @@ def usage_command(config: ProjectConfig, names: Sequence[str], *, source: Promet
             try:
                 server = Prometheus(endpoint(sources[entry.name]))
                 pulled = pull_usage(server, metric_names, extras[entry.name], window, progress=told)
-                _check_found(pulled, server, metric_names, extras[entry.name], window)
+                check_found(pulled, server, metric_names, extras[entry.name], window)
                 write_atomically(paths[entry.name], usage_parquet(entry.name, pulled.rows, metric_names))
             except KqplanError as exc:
                 failed += 1
@@ -121,7 +121,7 @@ def _span(window: Window) -> str:
     return f"{window.steps} steps of {window.step:g} s to {end}"
 
 
-def _check_found(pulled: Pulled, server: Prometheus, names: MetricNames, extra: str,
+def check_found(pulled: Pulled, server: Prometheus, names: MetricNames, extra: str,
                  window: Window) -> None:
     """No usage series at all is no metrics found, not "no usage": a file of no rows would tell
     ``fleet impact`` that nobody sends anything."""

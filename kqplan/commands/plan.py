@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.diagnostics import Diagnostic, render_text
-from kqplan.core.errors import ExitCode
+from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import Plan
 from kqplan.core.state import QuotaState
 from kqplan.files import check_writable, write_atomically
@@ -36,8 +36,10 @@ from kqplan.render.formats import RENDERERS, Format
 from kqplan.render.markdown import MAX_COMMENT_CHARS
 
 if TYPE_CHECKING:
+    from kqplan.commands.forecast import UsageOptions
     from kqplan.core.impact import Impact
     from kqplan.core.principals import Principal
+    from kqplan.render.forecast import ForecastView
 
 
 def _notes(plan: Plan, warnings: Sequence[Diagnostic]) -> tuple[str, ...]:
@@ -78,9 +80,10 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
          principals: Path | None = None, cluster: ClusterEntry | None = None,
          guardrails: Guardrails = DEFAULT_GUARDRAILS, color: bool = False,
          config_flag: Path | None = None, github: bool = False,
-         markdown_limit: int = MAX_COMMENT_CHARS) -> int:
-    """``fmt`` text | markdown | json; ``github`` (with fmt=markdown ignored) prints workflow
-    annotations instead."""
+         markdown_limit: int = MAX_COMMENT_CHARS, usage: UsageOptions | None = None,
+         fail_on_throttle: bool = False) -> int:
+    """``fmt`` text | markdown | json; ``github`` (fmt ignored): workflow annotations. ``usage``: which
+    buckets the plan would throttle, shown with it (``fail_on_throttle``: exit 1 if any newly)."""
     if out is not None:
         check_writable(out, "the plan file")
     text_like = fmt is Format.TEXT
@@ -90,15 +93,15 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         ahead = describing_ahead(target, stack)
         desired = load_checked(manifest_paths(paths, cluster), config, streams, quiet=not text_like)
         check_versions(desired, declared_profile(cluster))  # offline: before anything is judged online
-        who = None
-        if principals is not None:
-            who = read_principals(principals, limit=config.max_input_bytes)
+        who = read_principals(principals, limit=config.max_input_bytes) if principals is not None else None
         live = ahead if ahead is not None else stack.enter_context(open_cluster(target))
+        forecasting = usage is not None and usage.given
         with streams.progress() as progress:
             progress("Describing the cluster")
-            actual = live.describe() if who is not None else None
+            actual = live.describe() if who is not None or forecasting else None
             result = compute_plan(desired, live, config, entry=cluster,
                                   record_state=out is not None or fmt is Format.JSON, actual=actual)
+    view = _forecast(usage, actual, result, cluster, streams) if usage is not None and forecasting else None
     refused = guardrail_problem(result, desired, config, guardrails)
     warnings = lint_warnings(desired, result)
     if text_like and warnings:
@@ -123,12 +126,22 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     elif fmt is Format.MARKDOWN:
         from kqplan.render.markdown import render_markdown
 
-        streams.print(render_markdown(saved, max_chars=markdown_limit, impact=_impact(result, actual, who),
-                                      artifact=str(out) if out is not None else None), end="")
-    elif fmt is Format.JSON and encoded is not None:
-        streams.print(encoded, end="")  # the same bytes as the file: encoded once
+        forecast_md = _forecast_markdown(view)
+        streams.print(render_markdown(saved, max_chars=markdown_limit - len(forecast_md),
+                                      impact=_impact(result, actual, who),
+                                      artifact=str(out) if out is not None else None) + forecast_md, end="")
+    elif fmt is Format.JSON and (encoded is not None or view is not None):
+        from kqplan.render.forecast import with_forecast
+
+        # the same bytes as the file (encoded once), unless a forecast is added
+        streams.print(with_forecast(encoded or dumps_plan(saved), view), end="")
     else:
         streams.print(RENDERERS[fmt](saved), end="")
+    if view is not None and (text_like or github):
+        from kqplan.render.forecast import render_github
+        from kqplan.render.forecast import render_text as render_forecast
+
+        streams.print(render_github(view) if github else "\n" + render_forecast(view), end="")
     if text_like:
         _blast_radius(result, actual, who, streams)
     if refused is not None:
@@ -139,7 +152,34 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     if problem is not None:
         raise problem
     keep(result, saved)  # the state: compute_plan keeps it
+    if fail_on_throttle and view is not None and view.newly:
+        raise _throttles(view.newly)
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
+
+
+def _forecast(usage: UsageOptions, actual: QuotaState | None, result: Plan, cluster: ClusterEntry | None,
+              streams: Streams) -> ForecastView | None:
+    """Which buckets the plan would throttle (``--usage``, ``--usage-from-metrics``)."""
+    from kqplan.commands.forecast import forecast
+    from kqplan.core.plan import apply_ops
+
+    if actual is None:
+        return None
+    with streams.progress() as progress:
+        return forecast(usage, actual, apply_ops(actual, result.changes), cluster=cluster, progress=progress)
+
+
+def _forecast_markdown(view: ForecastView | None) -> str:
+    from kqplan.render.forecast import render_markdown
+
+    return render_markdown(view) if view is not None else ""
+
+
+def _throttles(newly: int) -> KqplanError:
+    return KqplanError(f"the plan would newly throttle {newly} bucket{'s' if newly > 1 else ''} "
+                       "(--fail-on-throttle)",
+                       hint="raise those quotas in the manifests, or merge knowingly without "
+                            "--fail-on-throttle (the buckets are listed above)")
 
 
 def _impact(plan: Plan, actual: QuotaState | None, principals: Sequence[Principal] | None) -> Impact | None:

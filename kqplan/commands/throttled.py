@@ -17,12 +17,12 @@ from pathlib import Path
 
 from kqplan.config.model import ClusterEntry, MetricsSettings, ProjectConfig
 from kqplan.console import Streams
+from kqplan.core.buckets import bucket_quota
 from kqplan.core.desired import DesiredState
 from kqplan.core.entity import EntityKind
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.resolve import QuotaIndex
 from kqplan.core.state import QuotaState
-from kqplan.metrics.buckets import bucket_quota
 from kqplan.metrics.names import MetricNames, parse_selector, selector
 from kqplan.metrics.prometheus import Prometheus
 from kqplan.metrics.source import PrometheusSource, endpoint

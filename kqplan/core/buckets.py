@@ -23,8 +23,10 @@ with no quota at any level is unlimited and has no bucket.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+
 from kqplan.core.entity import CLIENT_ID, USER, Entity
-from kqplan.core.resolve import Level, Match, level_of
+from kqplan.core.resolve import CLIENT_LEVELS, Level, Match, QuotaIndex, level_of
 
 
 def bucket(level: Level, user: str, client_id: str) -> Entity:
@@ -47,3 +49,78 @@ def bucket_of(source: Entity | None, user: str, client_id: str) -> Entity | None
     if level is None:
         raise ValueError(f"{source.display} is not a user/client-id entity: it has no bucket")
     return bucket(level, user, client_id)
+
+
+# -- a measured bucket's members -------------------------------------------------------------------
+
+OTHERS = "\x00others"
+"""The name of a class of connections no usage row or quota entity names (see :func:`classes`):
+"every other" user, or client-id. It stands for many connections, each in its own bucket when
+their level names them; shown as ``(others)`` (:func:`shown`)."""
+
+
+def shown(of: Entity) -> str:
+    """An entity's display form, with :data:`OTHERS` shown as ``(others)``."""
+    return shown_text(of.display)
+
+
+def shown_text(display: str) -> str:
+    """A display form with :data:`OTHERS` (as :data:`OTHERS_ESCAPED`) shown as ``(others)``."""
+    return display.replace(OTHERS_ESCAPED, "(others)") if OTHERS_ESCAPED in display else display
+
+
+OTHERS_ESCAPED = Entity.user(OTHERS).display[len("{user="):-1]
+""":data:`OTHERS` as a display form spells it."""
+
+
+def classes(of: Entity, users: Iterable[str], client_ids: Iterable[str]) -> list[tuple[str, str]]:
+    """The connections a measured bucket ``of`` may hold, as (user, client-id) classes: for a
+    ``{user=U}`` bucket, (U, C) for every client-id C of ``client_ids`` and one (U,
+    :data:`OTHERS`) for the client-ids not named; for a ``{client-id=C}`` bucket, (U, C) for every
+    user of ``users`` and (:data:`OTHERS`, C); a ``{user=U, client-id=C}`` bucket is (U, C).
+    Connections of one class resolve alike before and after any plan whose entities name only
+    ``users`` and ``client_ids`` (the callers pass every name of the states and of the usage)."""
+    user, client_id = of.get(USER), of.get(CLIENT_ID)
+    if USER in of and CLIENT_ID in of:
+        return [(user or "", client_id or "")]
+    if USER in of:
+        return [(user or "", c) for c in sorted(set(client_ids))] + [(user or "", OTHERS)]
+    return [(u, client_id or "") for u in sorted(set(users))] + [(OTHERS, client_id or "")]
+
+
+def destinations(of: Entity, members: Sequence[tuple[str, str]],
+                 source: Callable[[str, str], Entity | None]) -> frozenset[Entity | None]:
+    """The buckets the ``members`` of a measured bucket ``of`` fall in, given ``source(user,
+    client_id)``: the entity that supplies a connection's quota of one key (None: unlimited, no
+    bucket). One bucket: the measured usage is all of that bucket's; more: the measured bucket is
+    *split*, and how its usage divides among them no metric says."""
+    return frozenset(bucket_of(source(u, c), u, c) for u, c in members)
+
+
+def members(of: Entity, candidates: Sequence[tuple[str, str]],
+            source: Callable[[str, str], Entity | None]) -> list[tuple[str, str]]:
+    """The classes among ``candidates`` whose connections Kafka counted in ``of``, given the
+    ``source`` of their quota when it was measured (the state before the plan): those whose bucket
+    is ``of``. None is (the state changed since the measurement): every candidate."""
+    inside = [(u, c) for u, c in candidates if bucket_of(source(u, c), u, c) == of]
+    return inside or list(candidates)
+
+
+def bucket_levels(of: Entity) -> tuple[Level, ...]:
+    """The levels whose quota Kafka enforces in buckets of this one's shape, most specific
+    first: ``{user=U, client-id=C}`` levels 1, 2, 4, 5; ``{user=U}`` 3, 6; ``{client-id=C}`` 7, 8."""
+    shape = (USER in of, CLIENT_ID in of)
+    return tuple(lv for lv in CLIENT_LEVELS
+                 if (lv.user is not Match.ABSENT, lv.client_id is not Match.ABSENT) == shape)
+
+
+def bucket_quota(index: QuotaIndex, of: Entity, key: str) -> tuple[float, Entity] | None:
+    """The quota Kafka enforces on bucket ``of`` for ``key`` now, and the entity that sets it
+    (``DefaultQuotaCallback.quotaLimit`` given the bucket's tags); None: no quota (unlimited)."""
+    user = of.get(USER) or ""
+    client_id = of.get(CLIENT_ID) or ""
+    for level in bucket_levels(of):
+        hit = index.at(level, user, client_id)
+        if hit is not None and key in hit[1]:
+            return hit[1][key], hit[0]
+    return None

@@ -46,7 +46,7 @@ from kqplan.fleet.usage import (
     read_usage,
     usage_files,
 )
-from kqplan.fleet.usage_schema import NAMES, column_problem
+from kqplan.fleet.usage_schema import BUCKETS, CLIENT_BUCKET, NAMES, USER_BUCKET, column_problem
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,8 +55,9 @@ VIEW = "kq_usage"
 """The view :func:`register_usage` creates."""
 COLUMNS: tuple[str, ...] = NAMES
 """The usage columns (:mod:`kqplan.fleet.usage_schema`): :data:`VIEW`'s, in this order (``ts`` and the
-keys as DOUBLE), but ``bucket``: a row of a bucket is refused, so every row of the view is a
-principal's."""
+keys as DOUBLE; ``user``, ``client_id`` and ``bucket`` never null: empty as the Python reader gives
+them). ``bucket`` is empty in a principal's row; a bucket's row is read only where
+:func:`register_usage` is told to (else refused)."""
 
 TEXT, NUMBER, BOOLEAN, TIME, NANOS, NONE = "text", "number", "boolean", "time", "nanos", "none"
 """How DuckDB reads a usage column of a Parquet file (:func:`kinds`); NONE: absent or all null."""
@@ -139,24 +140,36 @@ def _seconds(kind: str) -> str:
 
 def _values(of: Mapping[str, str]) -> str:
     """:data:`VIEW`'s columns from a Parquet scan whose usage columns are of kinds ``of``."""
-    def name(column: str) -> str:
-        return f"{quoted(column)}::VARCHAR" if of[column] == TEXT else "NULL::VARCHAR"
+    def name(column: str) -> str:  # null only in a refused row (a {client-id=C} bucket's user: '')
+        shown = f"{quoted(column)}::VARCHAR" if of[column] == TEXT else "NULL::VARCHAR"
+        return shown if column == "cluster" else f"coalesce({shown}, '')"
 
-    client = "coalesce(client_id::VARCHAR, '')" if of["client_id"] == TEXT else "''"
     rates = [f"{quoted(k)}::DOUBLE" if of[k] == NUMBER else "NULL::DOUBLE" for k in USAGE_KEYS]
     return ", ".join([f"{name('cluster')} AS cluster", f"{name('user')} AS \"user\"",
-                      f"{client} AS client_id", f"{_seconds(of['ts'])} AS ts",
+                      f"{name('client_id')} AS client_id", f"{name('bucket')} AS bucket",
+                      f"{_seconds(of['ts'])} AS ts",
                       *(f"{rate} AS {quoted(k)}" for rate, k in zip(rates, USAGE_KEYS, strict=True))])
 
 
-def _refused(of: Mapping[str, str]) -> str:
-    """SQL true for a row the Python reader refuses (a superset would only cost a judged row)."""
-    checks = [f"({quoted(c)} IS NULL OR {quoted(c)} = '' OR contains({quoted(c)}, {literal(REPLACEMENT)}))"
-              if of[c] == TEXT else "true" for c in ("cluster", "user")]
-    if of["client_id"] == TEXT:
-        checks.append(f"coalesce(contains(client_id, {literal(REPLACEMENT)}), false)")
-    if of["bucket"] == TEXT:  # a bucket's row: refused (kqplan.fleet.usage.refuse_bucket)
-        checks.append("coalesce(bucket <> '', false)")
+def _refused(of: Mapping[str, str], *, buckets: bool) -> str:
+    """SQL true for a row the Python reader refuses (``checked(..., buckets=buckets)``): exactly
+    those, as :func:`judge` reads the first one flagged by the Python rules."""
+    def text(column: str) -> str:
+        return quoted(column) if of[column] == TEXT else "NULL::VARCHAR"
+
+    def empty(column: str) -> str:
+        return f"coalesce({text(column)}, '') = ''"
+
+    def unreadable(column: str) -> str:
+        return f"coalesce(contains({text(column)}, {literal(REPLACEMENT)}), false)"
+
+    kind = f"coalesce({text('bucket')}, '')"  # kqplan.fleet.usage.bucket_kind: without buckets, none
+    allowed = ", ".join(literal(k) for k in ("", *(BUCKETS if buckets else ())))
+    checks = [f"{kind} NOT IN ({allowed})", empty("cluster"), unreadable("cluster"),
+              f"(CASE WHEN {kind} = {literal(CLIENT_BUCKET)} THEN NOT {empty('user')} "
+              f"ELSE {empty('user')} OR {unreadable('user')} END)",
+              f"({kind} = {literal(USER_BUCKET)} AND NOT {empty('client_id')})",
+              f"({kind} = {literal(CLIENT_BUCKET)} AND {empty('client_id')})", unreadable("client_id")]
     if of["ts"] == NUMBER:  # NaN first, as a function: a Parquet file's statistics leave NaN out
         checks.append(f"(NOT isfinite(ts::DOUBLE) OR ts::DOUBLE < {TS_RANGE[0]!r} "
                       f"OR ts::DOUBLE > {TS_RANGE[1]!r})")
@@ -184,6 +197,8 @@ class Sources:
     """Every usage file, in the Python reader's order."""
     by_duckdb: dict[str, Path]
     """The Parquet files DuckDB reads, by the name its ``kq_file`` column gives them."""
+    buckets: bool = False
+    """Whether quota buckets' rows are read (else refused, as :func:`read_usage` refuses them)."""
     keys: set[str] = field(default_factory=set)
     """The keys with any sample."""
     failure: tuple[Path, Exception] | None = None
@@ -192,14 +207,16 @@ class Sources:
     """A path of ``--usage`` that is no file or directory (found after :attr:`files`)."""
 
 
-def register_usage(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], *, parquet: bool = True) -> Sources:
+def register_usage(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], *, parquet: bool = True,
+                   buckets: bool = False) -> Sources:
     """Create the view :data:`VIEW` of every usage file under ``paths``: a row per usage row, null
     rates where it has none (columns :data:`COLUMNS`), and where DuckDB reads the file itself
     ``kq_file``, ``kq_row`` (from 0) and ``kq_refused`` (a row :func:`read_usage` refuses). The
     view is of no use until :func:`refuse` has seen each file's first refused row. ``parquet``
-    false: the Python reader reads every file."""
+    false: the Python reader reads every file; ``buckets``: quota buckets' rows are read, as
+    ``read_usage(paths, buckets=True)`` reads them (else refused, as by ``read_usage(paths)``)."""
     found: list[Path] = []
-    sources = Sources(found, {})
+    sources = Sources(found, {}, buckets)
     try:  # read_usage reads the files before a missing path: so does this
         found.extend(usage_files(paths))
     except KqplanError as exc:
@@ -215,7 +232,7 @@ def register_usage(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], *, par
     for path in found:
         if str(path.absolute()) not in sources.by_duckdb:
             try:
-                observed = read_usage([path])
+                observed = read_usage([path], buckets=buckets)
             except Exception as exc:  # raised by refuse() unless DuckDB finds a refusal before it
                 sources.failure = (path, exc)
                 break
@@ -226,7 +243,8 @@ def register_usage(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], *, par
         of = {column: kind for column, (kind, _) in zip(COLUMNS, shape, strict=True)}
         sources.keys.update(k for k in USAGE_KEYS if of[k] == NUMBER)
         selects.append(f"SELECT {_values(of)}, filename AS kq_file, file_row_number AS kq_row, "
-                       f"{_refused(of)} AS kq_refused FROM {_scan([str(f.absolute()) for f in files])}")
+                       f"{_refused(of, buckets=buckets)} AS kq_refused "
+                       f"FROM {_scan([str(f.absolute()) for f in files])}")
     _create_view(con, selects, tables)
     return sources
 
@@ -252,21 +270,22 @@ def refuse(sources: Sources, first_refused: Mapping[str, int]) -> None:
             raise sources.failure[1]
         name = str(path.absolute())
         if name in sources.by_duckdb and name in first_refused:
-            judge(path, first_refused[name])
+            judge(path, first_refused[name], buckets=sources.buckets)
     if sources.missing is not None:
         raise sources.missing
 
 
-def judge(path: Path, row: int) -> None:
-    """Raise the Python reader's refusal of row ``row`` (from 0) of the Parquet file ``path``."""
-    check(path, row + 1, _record(path, row))
-    read_usage([path])  # the row passes on its own: the file as the Python reader reads it
+def judge(path: Path, row: int, *, buckets: bool = False) -> None:
+    """Raise the Python reader's refusal of row ``row`` (from 0) of the Parquet file ``path``
+    (``buckets``: as ``read_usage(paths, buckets=True)`` refuses it)."""
+    check(path, row + 1, _record(path, row), buckets=buckets)
+    read_usage([path], buckets=buckets)  # the row passes on its own: the file as the Python reader reads it
     raise AssertionError(f"{path}: row {row + 1}: DuckDB refused a row the Python reader reads")
 
 
-def check(path: Path, i: int, record: Mapping[str, object]) -> None:
+def check(path: Path, i: int, record: Mapping[str, object], *, buckets: bool = False) -> None:
     """The checks :func:`read_usage` makes of row ``i`` (from 1) of ``path``, with its messages."""
-    checked(path, f"row {i}", record)
+    checked(path, f"row {i}", record, buckets=buckets)
 
 
 def _record(path: Path, row: int) -> Mapping[str, object]:
@@ -290,19 +309,20 @@ def _record(path: Path, row: int) -> Mapping[str, object]:
 
 
 def samples_table(observed: Usage) -> Any:
-    """Samples as an Arrow table ``cluster, user, client_id, ts, key, value``: a row per sample, and
-    a row with a null key per observed principal."""
+    """Samples as an Arrow table ``cluster, user, client_id, bucket, ts, key, value``: a row per
+    sample, and a row with a null key per observed principal or bucket (:attr:`Usage.units`)."""
     import pyarrow as pa
 
-    samples, principals = observed.samples, sorted(observed.principals)
+    samples, units = observed.samples, sorted(observed.units)
 
     def column(values: Iterator[Any], filler: Any, arrow: Any) -> Any:
-        return pa.array([*values, *([filler] * len(principals))], arrow)
+        return pa.array([*values, *([filler] * len(units))], arrow)
 
     return pa.table({
-        "cluster": pa.array([s.cluster for s in samples] + [p[0] for p in principals], pa.string()),
-        "user": pa.array([s.user for s in samples] + [p[1] for p in principals], pa.string()),
-        "client_id": pa.array([s.client_id for s in samples] + [p[2] for p in principals], pa.string()),
+        "cluster": pa.array([s.cluster for s in samples] + [p[0] for p in units], pa.string()),
+        "user": pa.array([s.user for s in samples] + [p[1] for p in units], pa.string()),
+        "client_id": pa.array([s.client_id for s in samples] + [p[2] for p in units], pa.string()),
+        "bucket": pa.array([s.bucket for s in samples] + [p[3] for p in units], pa.string()),
         "ts": column((s.ts for s in samples), None, pa.float64()),
         "key": column((s.key for s in samples), None, pa.string()),
         "value": column((s.value for s in samples), None, pa.float64()),
@@ -316,11 +336,11 @@ def _create_view(con: duckdb.DuckDBPyConnection, selects: Sequence[str], tables:
 
         con.register("kq_python_usage", pa.concat_tables(tables))
         rates = ", ".join(f"CASE WHEN key = {literal(k)} THEN value END AS {quoted(k)}" for k in USAGE_KEYS)
-        sources.append(f'SELECT cluster, "user", client_id, ts, {rates}, NULL::VARCHAR AS kq_file, '
+        sources.append(f'SELECT cluster, "user", client_id, bucket, ts, {rates}, NULL::VARCHAR AS kq_file, '
                        "NULL::BIGINT AS kq_row, false AS kq_refused FROM kq_python_usage")
     if not sources:
-        nothing = ", ".join(f"NULL::{'VARCHAR' if c in ('cluster', 'user', 'client_id') else 'DOUBLE'} AS "
-                            f"{quoted(c)}" for c in COLUMNS if c != "bucket")
+        names = ("cluster", "user", "client_id", "bucket")
+        nothing = ", ".join(f"NULL::{'VARCHAR' if c in names else 'DOUBLE'} AS {quoted(c)}" for c in COLUMNS)
         sources.append(f"SELECT {nothing}, NULL::VARCHAR AS kq_file, NULL::BIGINT AS kq_row, "
                        "false AS kq_refused WHERE false")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {VIEW} AS " + " UNION ALL ".join(sources))

@@ -4,7 +4,8 @@ usage tables); for one cluster ``kqplan plan`` stays plain Python.
 
 Which entities a plan deletes (ownership scopes are globs, layers can remove an entity) is decided
 once per cluster by the core and passed in as data; the per-key diff — the bulk of the work — is a
-full outer join on (cluster, entity, key) with null-safe comparison, no Python UDF.
+full outer join on (cluster, entity, key) with null-safe comparison, no Python UDF. Here too: the
+session, and frames made of rows in this process (a usage frame of samples: tests, small inputs).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from kqplan.console import Progress
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
+from kqplan.fleet.usage import USAGE_KEYS, Usage
 
 _KV = "cluster string, entity string, key string, value double"
 CONNECT_TIMEOUT = 5.0
@@ -49,6 +51,34 @@ def collect_rows(frame: Any) -> list[tuple[Any, ...]]:
     """A DataFrame's rows as tuples, through Arrow (2.4x faster than ``collect()``)."""
     table = frame.toArrow()
     return list(zip(*(column.to_pylist() for column in table.columns), strict=True)) if table.num_rows else []
+
+
+WIDE = ("cluster string, user string, client_id string, bucket string, ts double, "
+         + ", ".join(f"{k} double" for k in USAGE_KEYS))
+"""A usage frame: a row per usage row (per sample for :func:`samples_frame`), a column per key —
+null: no sample of it; a row of nothing but nulls still names an observed principal (or bucket).
+``bucket``: empty for a principal's row, else ``user`` or ``client-id`` (``user`` then empty for
+a ``{client-id=C}`` bucket, ``client_id`` for a ``{user=U}`` one). Wide, as usage files are: the
+jobs aggregate the keys side by side in one pass."""
+def samples_frame(spark: Any, usage: Usage | Sequence[Any]) -> Any:
+    """Usage already in this process as a usage frame (tests, small inputs): a row per sample."""
+    observed = usage if isinstance(usage, Usage) else Usage.of(usage)
+    rows: list[tuple[Any, ...]] = [(s.cluster, s.user, s.client_id, s.bucket, s.ts,
+                                    *(s.value if k == s.key else None for k in USAGE_KEYS))
+                                   for s in observed.samples]
+    rows += [(*unit, None, *(None for _ in USAGE_KEYS)) for unit in sorted(observed.units)]
+    return frame_of(spark, rows, WIDE)
+
+
+def samples_of(frame: Any) -> Any:
+    """A usage frame as one row per unit, key and usage row: ``cluster, user, client_id, key,
+    value, ts, bucket`` (:class:`~kqplan.fleet.usage.Sample`'s order; value null: no sample of
+    that key in that row)."""
+    from pyspark.sql import functions as F
+
+    pairs = ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS)
+    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {pairs}) as (key, value)")
+    return frame.select("cluster", "user", "client_id", stacked, "ts", "bucket")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +216,13 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
                        .config("spark.sql.shuffle.partitions", "4")
                        .config("spark.ui.showConsoleProgress", "false")
                        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
+            if (master or "local").startswith("local"):
+                # the driver's memory, one JVM with the executor's: each small table a join
+                # broadcasts holds a memory page until Spark's cleaner frees it (the default, 32 MB
+                # with one core and a 1 GB driver, let a few impact jobs in one process fill it), and
+                # the UI's store, off with the UI, keeps every query's plan (1000 by default)
+                builder = (builder.config("spark.buffer.pageSize", "2m")
+                           .config("spark.sql.ui.retainedExecutions", "20"))
         # a session this process already runs (an application embedding kqplan, a test suite) is
         # reused by getOrCreate and is not kqplan's to stop
         existing = None if remote else SparkSession.getActiveSession()

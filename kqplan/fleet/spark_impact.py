@@ -1,7 +1,22 @@
-"""The Spark engine's impact: the usage read by Spark, every observed principal joined against the
-eight precedence levels before and after the plan, its bucket, and the
-bucket's usage, as DataFrame operations. The rows of :func:`kqplan.fleet.impact.impact_rows`, which
-the tests hold it to; the levels and the bucket rule are the core's, taken as data.
+"""The Spark engine's impact: the rows, buckets and unused entries of
+:func:`kqplan.fleet.impact.impact_rows`, which the tests hold it to, from a usage frame.
+
+What is computed where:
+
+- Spark: the usage read, checked and aggregated per *unit* — a principal's row, or a measured
+  quota bucket's (``bucket`` ``user``/``client-id``) — and key: the statistic over its samples,
+  its mean per window. Every principal joined against the eight precedence levels before and after
+  the plan (its quota, the entry that sets it, its bucket): the levels and the bucket rule are the
+  core's, taken as data. Per bucket, side and key, the usage known (the units wholly in it) and
+  the most it may be (with the whole usage of split units partly in it): the members' means
+  summed per window, then the statistic over the windows (an untimed cluster: the members'
+  statistics summed); the bucket's verdict; each row's.
+- This process: the measured buckets' units only, one per bucket Kafka measured (a few), collected
+  with the names their classes need (the distinct client-ids of a cluster with a ``{user=U}``
+  bucket's row, the distinct users of one with a ``{client-id=C}`` bucket's row) and resolved by
+  the core as the reference resolves them (:func:`kqplan.core.buckets.classes`, ``members``,
+  ``destinations``, ``bucket_quota``); shipped back as two small frames: where each unit falls per
+  key and side (a bucket, or split), and the buckets it falls in, wholly or in part.
 """
 
 from __future__ import annotations
@@ -10,13 +25,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kqplan.core.buckets import bucket
+from kqplan.core.buckets import bucket, bucket_quota, classes, destinations, members, shown, shown_text
 from kqplan.core.entity import CLIENT_ID, USER, Entity, EntityKind
-from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
+from kqplan.core.resolve import CLIENT_LEVELS, Effective, Match, QuotaIndex, effective, level_of
 from kqplan.core.state import QuotaState
-from kqplan.fleet.impact import DEFAULT_WINDOW, Impact, ImpactRow, UnusedRow
+from kqplan.fleet.impact import DEFAULT_WINDOW, BucketRow, Impact, ImpactRow, UnusedRow
 from kqplan.fleet.spark import collect_rows, frame_of
-from kqplan.fleet.usage import USAGE_KEYS
+from kqplan.fleet.usage import USAGE_KEYS, Unit
+from kqplan.fleet.usage_schema import CLIENT_BUCKET, USER_BUCKET
 
 
 def _slot(match: Match, name: str | None) -> str:
@@ -44,27 +60,36 @@ def quota_entries(spark: Any, states: Mapping[str, QuotaState]) -> Any:
 
 
 KEYS = ["cluster", "user", "client_id", "key"]
+"""A principal-key (the joins against the levels)."""
+UNIT = ["cluster", "user", "client_id", "bucket"]
+"""A unit: a principal (``bucket`` empty) or a measured bucket (:attr:`kqplan.fleet.usage.Sample.unit`)."""
+UNIT_KEYS = [*UNIT, "key"]
+GROUP = ["cluster", "key", "side", "bu", "bc"]
+"""A bucket on one side of the plan, by its tags (null: the bucket does not carry that name)."""
+SIDES = ("before", "after")
 
 
-def usage_table(usage: Any, q: float | None) -> Any:
-    """Every observed principal × the four keys, with ``usage``: the statistic (max, or Spark SQL's
+def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
+    """Every observed unit × the four keys, with ``usage``: the statistic (max, or Spark SQL's
     exact ``percentile``) over its samples, null for a key without samples; ``samples``, their
-    count; ``untimed``, its usage
-    rows with a sample and without a ``ts``; and ``bad``, whether a row of it breaks a rule (an
-    unchecked usage frame of :func:`kqplan.fleet.spark_usage.usage_frame` carries ``problem``). One
-    aggregation of the wide usage rows per principal, the keys side by side."""
+    count; ``untimed``, its usage rows with a sample and without a ``ts``; and ``bad``, whether a
+    row of it is refused (:func:`kqplan.fleet.spark_usage.refused`: an unchecked usage frame
+    carries ``problem``; ``buckets`` false, a bucket's row). One aggregation of the wide usage rows
+    per unit, the keys side by side."""
     from pyspark.sql import functions as F
+
+    from kqplan.fleet.spark_usage import refused
 
     sampled = F.lit(False)
     for k in USAGE_KEYS:
         sampled = sampled | F.col(k).isNotNull()
-    bad = F.max(F.col("problem").isNotNull()) if "problem" in usage.columns else F.lit(False)
-    wide = usage.groupBy("cluster", "user", "client_id").agg(
+    wide = usage.groupBy(*UNIT).agg(
         *(_statistic(k, q).alias(k) for k in USAGE_KEYS), *(F.count(k).alias(f"n_{k}") for k in USAGE_KEYS),
-        F.count(F.when(sampled & F.col("ts").isNull(), 1)).alias("untimed"), bad.alias("bad"))
+        F.count(F.when(sampled & F.col("ts").isNull(), 1)).alias("untimed"),
+        F.max(refused(usage, buckets=buckets)).alias("bad"))
     triples = ", ".join(f"'{k}', `{k}`, `n_{k}`" for k in USAGE_KEYS)
     stacked = F.expr(f"stack({len(USAGE_KEYS)}, {triples}) as (key, usage, samples)")
-    return wide.select("cluster", "user", "client_id", "untimed", "bad", stacked)
+    return wide.select(*UNIT, "untimed", "bad", stacked)
 
 
 def _stacked(name: str) -> Any:
@@ -126,16 +151,6 @@ def bucket_tags(side: str) -> tuple[Any, Any]:
             F.when(F.col(f"{side}.tag_client"), F.col("client_id")))
 
 
-def _bucket_usage(base: Any, won: Any, means: Any, *, side: str, q: float | None,
-                  untimed: Sequence[str]) -> Any:
-    """``(g_cluster, g_key, g_bu, g_bc, {side}_group_usage)`` per bucket of one side
-    (:func:`group_usage`). ``g_bu``/``g_bc``: the bucket's user and client-id tags (null when the
-    bucket does not carry that name)."""
-    bu, bc = bucket_tags(side)
-    members = base.join(won, KEYS).select(*KEYS, "usage", bu.alias("bu"), bc.alias("bc"))
-    return group_usage(members, means, total=f"{side}_group_usage", q=q, untimed=untimed)
-
-
 def group_usage(members: Any, means: Any, *, total: str, q: float | None, untimed: Sequence[str],
                 counts: bool = False) -> Any:
     """``(g_cluster, g_key, g_bu, g_bc, total)`` per group of ``members`` (``cluster, user,
@@ -170,34 +185,38 @@ Seen = Callable[[Collection[str]], None]
 
 @contextmanager
 def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, window: float,
-                     seen: Seen | None = None) -> Iterator[tuple[Any, Any, list[str]]]:
+                     seen: Seen | None = None, *,
+                     buckets: bool = False) -> Iterator[tuple[Any, Any, list[str]]]:
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
-    :func:`usage_table` of ``clusters``, each principal-key's mean per window, and the clusters
-    with a sample without ``ts`` (not windowed). Two reads of the usage in all: an unchecked usage
-    frame (one with ``problem``) is checked by the first aggregation, every row of any cluster,
-    and only when a row breaks a rule is the usage searched again, for the message. ``seen`` hears
+    :func:`usage_table` of ``clusters``, each unit-key's mean per window, and the clusters with a
+    sample without ``ts`` (not windowed). Two reads of the usage in all: an unchecked usage frame
+    (one with ``problem``) is checked by the first aggregation, every row of any cluster, and only
+    when a row is refused is the usage searched again, for the message; ``buckets`` false, a quota
+    bucket's row is refused (``fleet rightsize``), as ``read_usage`` refuses it. ``seen`` hears
     every cluster the usage names, from the same aggregation (the other clusters' rates left out
     of it), before anything else is computed."""
     from pyspark.sql import functions as F
 
-    from kqplan.fleet.spark_usage import check, read_error
+    from kqplan.fleet.spark_usage import check, read_error, refused
 
+    if "bucket" not in usage.columns:  # a frame of principals only, made without the column
+        usage = usage.withColumn("bucket", F.lit(""))
     mine = F.col("cluster").isin(list(clusters))
-    unchecked = "problem" in usage.columns
-    # the rows to check: any broken row (its cluster may be unnamed), and those of ``clusters``;
+    checking = "problem" in usage.columns or not buckets
+    # the rows to check: any refused row (its cluster may be unnamed), and those of ``clusters``;
     # every row when the clusters named are wanted, the other clusters' rates left out
-    wanted = (mine | F.col("cluster").isNull() | F.col("problem").isNotNull()) if unchecked else mine
+    wanted = (mine | F.col("cluster").isNull() | refused(usage, buckets=buckets)) if checking else mine
     source = usage.where(wanted) if seen is None else usage.select(
         *(F.when(mine, F.col(c)).alias(c) if c in USAGE_KEYS else F.col(c) for c in usage.columns))
-    table = usage_table(source, q).persist()
+    table = usage_table(source, q, buckets=buckets).persist()
     means = None
     try:
         try:  # the first action: the usage is read now
-            broken = unchecked and table.where(F.col("bad")).limit(1).count()
+            broken = checking and table.where(F.col("bad")).limit(1).count()
         except Exception as exc:
             raise read_error(usage.sparkSession, exc) from None
         if broken:
-            check(usage)  # raises, naming the first broken row
+            check(usage, buckets=buckets)  # raises, naming the first refused row
         if seen is not None:
             seen([r[0] for r in table.select("cluster").distinct().collect()])
         base = table.where(mine).drop("bad")
@@ -205,8 +224,8 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
                          .collect())
         means = (usage.where(mine & ~F.col("cluster").isin(untimed))
                  .withColumn("w", F.floor(F.col("ts") / F.lit(window)))
-                 .groupBy("cluster", "user", "client_id", "w").agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))
-                 .select("cluster", "user", "client_id", "w", _stacked("mean"))
+                 .groupBy(*UNIT, "w").agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))
+                 .select(*UNIT, "w", _stacked("mean"))
                  .where(F.col("mean").isNotNull())).persist()
         yield base, means, untimed
     finally:
@@ -215,68 +234,265 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
             means.unpersist()
 
 
-def same_group(cluster: str, key: str, bu: str, bc: str) -> list[Any]:
-    """Join conditions of a row's group columns to :func:`group_usage`'s: a bucket's tags are its
-    identity, compared null-safe (a user bucket has no client-id tag)."""
+# -- the measured buckets' units, resolved in this process -----------------------------------------
+
+_PLACED = ("cluster string, user string, client_id string, bucket string, key string, side string, "
+           "value double, source string, bu string, bc string, split boolean, unlimited boolean")
+"""Where a unit falls, per key and side: its bucket (tags null: unlimited), with its quota and the
+entry that sets it; or split (``unlimited``: some of its members in no bucket)."""
+_MEMBER = ("cluster string, user string, client_id string, bucket string, key string, side string, "
+           "bu string, bc string, whole boolean, value double, source string")
+"""A unit in a bucket, wholly or (split) in part, with the bucket's quota and its entry."""
+
+
+def _tags(group: Entity | None) -> tuple[str | None, str | None]:
+    if group is None:
+        return None, None
+    return (group.get(USER) if USER in group else None, group.get(CLIENT_ID) if CLIENT_ID in group else None)
+
+
+def _resolver(indexes: tuple[QuotaIndex, QuotaIndex]) -> tuple[
+        Callable[[int, str, str], Effective], Callable[[int, int], Callable[[str, str], Entity | None]]]:
+    """``resolved(side, user, client_id)``, the core's resolution on one side (cached), and
+    ``source(side, i)``: the entity that supplies key ``i`` of a connection on that side."""
+    cache: dict[tuple[int, str, str], Effective] = {}
+
+    def resolved(side: int, user: str, client_id: str) -> Effective:
+        hit = cache.get((side, user, client_id))
+        if hit is None:
+            hit = cache[side, user, client_id] = effective(indexes[side], user, client_id)
+        return hit
+
+    def source(side: int, i: int) -> Callable[[str, str], Entity | None]:
+        return lambda user, client_id: resolved(side, user, client_id)[i][1]
+
+    return resolved, source
+
+
+def measured_rows(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[Unit],
+                  usage_names: Mapping[str, tuple[set[str], set[str]]]
+                  ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The :data:`_PLACED` and :data:`_MEMBER` rows of the measured buckets' ``units``, as
+    :func:`kqplan.fleet.impact.impact_rows` resolves them: their classes of every name of the
+    cluster's states and of ``usage_names`` (the users, the client-ids of its usage that the
+    reference's names hold), those Kafka counted in them before the plan, where those fall."""
+    placed: list[tuple[Any, ...]] = []
+    found: list[tuple[Any, ...]] = []
+    for cluster in sorted({u[0] for u in units}):
+        before, after = states[cluster]
+        users, client_ids = (set(n) for n in usage_names.get(cluster, (set(), set())))
+        for entity in (*before, *after):
+            if (user := entity.get(USER)) is not None:
+                users.add(user)
+            if (client_id := entity.get(CLIENT_ID)) is not None:
+                client_ids.add(client_id)
+        indexes = (QuotaIndex.of(before), QuotaIndex.of(after))
+        resolved, source = _resolver(indexes)
+        for unit in (u for u in units if u[0] == cluster):
+            measured = Entity.user(unit[1]) if unit[3] == USER_BUCKET else Entity.client(unit[2])
+            candidates = classes(measured, users, client_ids)
+            for i, key in enumerate(USAGE_KEYS):
+                inside = members(measured, candidates, source(0, i))
+                for side, label in enumerate(SIDES):
+                    where = destinations(measured, inside, source(side, i))
+                    if len(where) == 1:
+                        (group,) = where
+                        value, origin = resolved(side, *inside[0])[i]
+                        shown_origin = origin.display if origin is not None else None
+                        placed.append((*unit, key, label, value, shown_origin, *_tags(group), False, False))
+                        if group is not None:
+                            found.append((*unit, key, label, *_tags(group), True, value, shown_origin))
+                        continue
+                    placed.append((*unit, key, label, None, None, None, None, True, None in where))
+                    for group in sorted((g for g in where if g is not None), key=Entity.sort_key):
+                        quota = bucket_quota(indexes[side], group, key)
+                        assert quota is not None  # a member of it resolves to a quota of its shape
+                        found.append((*unit, key, label, *_tags(group), False, quota[0], quota[1].display))
+    return placed, found
+
+
+def _measured(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], base: Any) -> tuple[Any, Any]:
+    """:func:`measured_rows` as frames: the measured buckets' units of ``base`` and the names their
+    classes need, collected (two small jobs); None, None when no bucket's row is there."""
     from pyspark.sql import functions as F
 
-    return [F.col(mine).eqNullSafe(F.col(theirs)) for mine, theirs in (
-        (cluster, "g_cluster"), (key, "g_key"), (bu, "g_bu"), (bc, "g_bc"))]
+    units = sorted(tuple(r) for r in base.where(F.col("bucket") != "").select(*UNIT).distinct().collect())
+    if not units:
+        return None, None
+    by_users = sorted({u[0] for u in units if u[3] == CLIENT_BUCKET})  # {client-id=C}: (U, C) per user
+    by_clients = sorted({u[0] for u in units if u[3] == USER_BUCKET})
+    cluster, kind = F.col("cluster"), F.col("bucket")
+    wanted = (base.where(cluster.isin(by_users) & (kind != CLIENT_BUCKET))
+              .select("cluster", F.lit(0).alias("kind"), F.col("user").alias("name"))
+              .unionByName(base.where(cluster.isin(by_clients) & (kind != USER_BUCKET))
+                           .select("cluster", F.lit(1).alias("kind"), F.col("client_id").alias("name"))))
+    names: dict[str, tuple[set[str], set[str]]] = {}
+    for name_cluster, name_kind, name in wanted.distinct().collect():
+        names.setdefault(name_cluster, (set(), set()))[name_kind].add(name)
+    placed, found = measured_rows(states, units, names)
+    return frame_of(spark, placed, _PLACED), frame_of(spark, found, _MEMBER)
+
+
+# -- the buckets and the rows, on Spark -------------------------------------------------------------
+
+def _principals(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], base: Any) -> Any:
+    """:data:`_PLACED` of every principal: its winner of the eight levels (:func:`winners`), per side."""
+    from pyspark.sql import functions as F
+
+    principals = base.where(F.col("bucket") == "").select(*UNIT_KEYS)
+    placed = []
+    for i, side in enumerate(SIDES):
+        entries = quota_entries(spark, {cluster: pair[i] for cluster, pair in states.items()})
+        bu, bc = bucket_tags("won")
+        placed.append(principals.join(winners(spark, principals, entries, "won"), KEYS, "left").select(
+            *UNIT_KEYS, F.lit(side).alias("side"), F.col("won.value").alias("value"),
+            F.col("won.source").alias("source"), bu.alias("bu"), bc.alias("bc"),
+            F.lit(False).alias("split"), F.lit(False).alias("unlimited")))
+    return placed[0].unionByName(placed[1])
+
+
+def _joined(left: Any, right: Any, on: Sequence[str], how: str = "left") -> Any:
+    """``left`` joined to ``right`` on the columns ``on`` compared null-safe (a bucket's tags)."""
+    from pyspark.sql import functions as F
+
+    right = right.select(*(F.col(c).alias(f"kq_{c}") if c in on else F.col(c) for c in right.columns))
+    joined = left.join(right, [F.col(c).eqNullSafe(F.col(f"kq_{c}")) for c in on], how)
+    return joined.drop(*(f"kq_{c}" for c in on))
+
+
+def _buckets(inside: Any, base: Any, means: Any, q: float | None, untimed: Sequence[str]) -> Any:
+    """Per bucket (:data:`GROUP`) of the units ``inside`` it (:data:`_MEMBER`): ``value, source``,
+    ``usage`` (the units wholly in it: their means summed per window, the statistic over the
+    windows; untimed, their statistics summed), ``usage_max`` (with the split units' whole usage;
+    null without any), ``throttled`` (:func:`kqplan.fleet.impact.verdict`), ``members``, ``shares``."""
+    from pyspark.sql import functions as F
+
+    whole = F.col("whole")
+    timed = (inside.join(means, UNIT_KEYS).groupBy(*GROUP, "w")
+             .agg(F.sum(F.when(whole, F.col("mean"))).alias("known"), F.sum("mean").alias("most"))
+             .groupBy(*GROUP).agg(_statistic("known", q).alias("usage"),
+                                  _statistic("most", q).alias("usage_max")))
+    summed = (inside.where(F.col("cluster").isin(list(untimed)))
+              .join(base.select(*UNIT_KEYS, "usage"), UNIT_KEYS).groupBy(*GROUP)
+              .agg(F.sum(F.when(whole, F.col("usage"))).alias("usage"), F.sum("usage").alias("usage_max")))
+    info = inside.groupBy(*GROUP).agg(
+        F.count(F.when(whole, 1)).alias("members"), F.count(F.when(~whole, 1)).alias("shares"),
+        # the quota of its last unit wholly in it (the reference's), else of its bucket
+        F.max(F.when(whole, F.struct("user", "client_id", "bucket", "value", "source"))).alias("wq"),
+        F.min(F.when(~whole, F.struct("value", "source"))).alias("pq"))
+    table = _joined(info, timed.unionByName(summed), GROUP)
+    value = F.when(F.col("wq").isNotNull(), F.col("wq.value")).otherwise(F.col("pq.value"))
+    source = F.when(F.col("wq").isNotNull(), F.col("wq.source")).otherwise(F.col("pq.source"))
+    usage, most = F.col("usage"), F.when(F.col("shares") > 0, F.col("usage_max"))
+    throttled = (F.when(usage.isNull() & most.isNull(), F.lit(False)).when(usage > value, F.lit(True))
+                 .when(most > value, F.lit(None).cast("boolean")).otherwise(F.lit(False)))
+    return table.select(*GROUP, value.alias("value"), source.alias("source"), "usage",
+                        most.alias("usage_max"), throttled.alias("throttled"), "members", "shares")
+
+
+def _judged(placed: Any, found: Any, groups: Any) -> Any:
+    """The measured units' placements (:data:`_PLACED`) with ``judged``, a split unit's verdict from
+    its buckets' (:func:`kqplan.fleet.impact.judged`: one verdict when all agree, an unlimited
+    member's false, else null)."""
+    from pyspark.sql import functions as F
+
+    verdicts = (_joined(found.where(~F.col("whole")), groups.select(*GROUP, "throttled"), GROUP)
+                .groupBy(*UNIT_KEYS, "side").agg(*(F.max(F.col("throttled").eqNullSafe(F.lit(v))).alias(n)
+                                                   for n, v in (("t", True), ("f", False), ("n", None)))))
+    t, n = F.col("t"), F.col("n")
+    f = F.col("f") | F.col("unlimited")
+    judged = F.when(t & ~f & ~n, F.lit(True)).when(f & ~t & ~n, F.lit(False))
+    placed = placed.join(verdicts, [*UNIT_KEYS, "side"], "left")
+    return placed.withColumn("judged", judged).drop("t", "f", "n")
 
 
 @contextmanager
 def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
                  q: float | None, *, window: float = DEFAULT_WINDOW,
-                 seen: Seen | None = None) -> Iterator[tuple[Any, list[str]]]:
-    """The impact table as a DataFrame — every principal joined against the eight precedence levels
-    (the quota side), the first that sets the key taken, each bucket's usage summed — and
-    the clusters whose usage is not windowed. Columns: those of
-    :class:`~kqplan.fleet.impact.ImpactRow`, with each bucket as its tags (``before_bu, before_bc``,
-    ``after_bu, after_bc``) instead of its display form. The two aggregates of the usage it reads
-    (per-principal statistics, window means) are computed once each and kept while it is used;
-    ``seen`` hears the clusters the usage names (:func:`usage_aggregates`)."""
+                 seen: Seen | None = None) -> Iterator[tuple[Any, Any, list[str]]]:
+    """The impact table and the buckets table as DataFrames, and the clusters whose usage is not
+    windowed. The table's columns: those of :class:`~kqplan.fleet.impact.ImpactRow`, with each
+    side's bucket as its tags (``before_bu, before_bc``, ``after_bu, after_bc``) instead of its
+    display form, and the sources as the entries' display forms. The buckets': those of
+    :class:`~kqplan.fleet.impact.BucketRow`, the bucket as its tags (``bu, bc``). The usage's two
+    aggregates, the placements and the buckets are computed once each and kept while they are
+    used; ``seen`` hears the clusters the usage names (:func:`usage_aggregates`)."""
     from pyspark.sql import functions as F
 
-    with usage_aggregates(usage, list(states), q, window, seen) as (base, means, untimed):
-        table = base
-        for side, label in ((0, "before"), (1, "after")):
-            entries = quota_entries(spark, {cluster: pair[side] for cluster, pair in states.items()})
-            won = winners(spark, base, entries, label)
-            totals = _bucket_usage(base, won, means, side=label, q=q, untimed=untimed)
-            bu, bc = bucket_tags(label)
-            table = table.join(won, KEYS, "left").withColumn(f"{label}_bu", bu).withColumn(f"{label}_bc", bc)
-            same = same_group("cluster", "key", f"{label}_bu", f"{label}_bc")
-            table = table.join(totals, same, "left").drop("g_cluster", "g_key", "g_bu", "g_bc")
-        after, group_usage = F.col("after.value"), F.col("after_group_usage")
-        yield table.select(
-            "cluster", "user", "client_id", "key", "usage",
-            F.col("before.value").alias("before_value"), F.col("before.source").alias("before_source"),
-            "before_bu", "before_bc", "before_group_usage",
-            after.alias("after_value"), F.col("after.source").alias("after_source"), "after_bu", "after_bc",
-            group_usage,
-            F.when(group_usage.isNotNull() & after.isNotNull() & (after != 0), group_usage / after)
-            .alias("utilization"),
-            F.coalesce(group_usage > after, F.lit(False)).alias("would_throttle")), untimed
+    with usage_aggregates(usage, list(states), q, window, seen, buckets=True) as (base, means, untimed):
+        measured, found = _measured(spark, states, base)
+        principals = _principals(spark, states, base).persist()
+        groups = None
+        try:
+            inside = (principals.where(F.col("bu").isNotNull() | F.col("bc").isNotNull())
+                      .select(*UNIT_KEYS, "side", "bu", "bc", F.lit(True).alias("whole"), "value", "source"))
+            inside = inside if found is None else inside.unionByName(found)
+            groups = _buckets(inside, base, means, q, untimed).persist()
+            placed = principals.withColumn("judged", F.lit(None).cast("boolean"))
+            placed = placed if found is None else placed.unionByName(_judged(measured, found, groups))
+            totals = groups.select(*GROUP, F.col("usage").alias("group_usage"),
+                                   F.col("usage_max").alias("group_usage_max"), "throttled")
+            placed = _joined(placed, totals, GROUP).drop("unlimited")
+            table = base.select(*UNIT_KEYS, "usage")
+            for side in SIDES:  # each side's columns beside the other's
+                mine = placed.where(F.col("side") == side).drop("side")
+                named = (F.col(c).alias(f"{side}_{c}") for c in mine.columns if c not in UNIT_KEYS)
+                table = table.join(mine.select(*UNIT_KEYS, *named), UNIT_KEYS, "left")
+            yield table.select(*UNIT_KEYS, "usage", *_side("before"), *_side("after"), _utilization(),
+                               _throttled("before").alias("throttled_before"),
+                               _throttled("after").alias("would_throttle")), groups, untimed
+        finally:
+            principals.unpersist()
+            if groups is not None:
+                groups.unpersist()
+
+
+def _side(side: str) -> list[str]:
+    return [f"{side}_{c}" for c in ("value", "source", "bu", "bc", "group_usage", "group_usage_max", "split")]
+
+
+def _utilization() -> Any:
+    from pyspark.sql import functions as F
+
+    usage, value = F.col("after_group_usage"), F.col("after_value")
+    return F.when(usage.isNotNull() & value.isNotNull() & (value != 0), usage / value).alias("utilization")
+
+
+def _throttled(side: str) -> Any:
+    """A row's verdict on one side: a split row's judged, an unlimited one's false, else its bucket's."""
+    from pyspark.sql import functions as F
+
+    unlimited = F.col(f"{side}_bu").isNull() & F.col(f"{side}_bc").isNull()
+    return (F.when(F.col(f"{side}_split"), F.col(f"{side}_judged")).when(unlimited, F.lit(False))
+            .otherwise(F.col(f"{side}_throttled")))
 
 
 def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
                 q: float | None, *, window: float = DEFAULT_WINDOW, seen: Seen | None = None) -> Impact:
-    """The rows of :func:`kqplan.fleet.impact.impact_rows` from a usage frame
-    (:func:`kqplan.fleet.spark_usage.usage_frame`), :func:`impact_frame` collected."""
-    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (table, untimed):
+    """The :class:`~kqplan.fleet.impact.Impact` of :func:`kqplan.fleet.impact.impact_rows` from a usage
+    frame (:func:`kqplan.fleet.spark_usage.usage_frame`), :func:`impact_frame` collected."""
+    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (table, groups, untimed):
         collected = collect_rows(table)
-    rows = sorted(ImpactRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], shown_tags(r[7], r[8]), r[9], r[10],
-                            r[11], shown_tags(r[12], r[13]), r[14], r[15], r[16]) for r in collected)
+        found = collect_rows(groups)
+    # r: 0-4 the unit-key, 5 usage, 6-12 before (value, source, bu, bc, group usage, its max, split),
+    # 13-19 after, 20 utilization, 21 throttled_before, 22 would_throttle
+    rows = sorted(ImpactRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] and shown_text(r[7]),
+                            group_shown(r[8], r[9]), r[10], r[11], r[12], r[13], r[14] and shown_text(r[14]),
+                            group_shown(r[15], r[16]), r[17], r[18], r[19], r[20], r[21], r[22])
+                  for r in collected)
     # The entries nobody resolves to, from the rows already here (a second Spark job would
     # recompute the whole join): quota entries of the state after the plan minus those used.
-    used = {(r.cluster, r.after_source, r.key) for r in rows if r.after_source is not None}
+    used = {(r[0], r[14], r[4]) for r in collected if r[14] is not None}
     unused = sorted(UnusedRow(cluster, shown, key) for cluster, (_, state) in states.items()
                     for entity, quotas in state.items() if entity.kind is EntityKind.CLIENT
                     for shown in (entity.display,) for key in quotas if (cluster, shown, key) not in used)
-    return Impact(rows, unused, frozenset(untimed))
+    buckets = sorted(BucketRow(c, k, side, group_shown(bu, bc) or "", value, source, usage_, most, hit,
+                               int(n), int(shares))
+                     for c, k, side, bu, bc, value, source, usage_, most, hit, n, shares in found)
+    return Impact(rows, unused, frozenset(untimed), buckets)
 
 
-def shown_tags(user: str | None, client_id: str | None) -> str | None:
-    """A bucket's display form from its tags (the core's entity: names escaped as everywhere)."""
+def group_shown(user: str | None, client_id: str | None) -> str | None:
+    """A bucket of the impact as the reference shows it (:func:`kqplan.core.buckets.shown`)."""
     parts = [(t, n) for t, n in ((USER, user), (CLIENT_ID, client_id)) if n is not None]
-    return Entity(tuple(parts)).display if parts else None
+    return shown(Entity(tuple(parts))) if parts else None

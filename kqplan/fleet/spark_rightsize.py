@@ -105,11 +105,21 @@ _RANKS = {(u, c): level.rank for u, c, entity in (
 """The precedence rank of a bucket's own entity, by the names it carries (user, client-id)."""
 
 
+def same_group(cluster: str, key: str, bu: str, bc: str) -> list[Any]:
+    """Join conditions of a row's group columns to :func:`~kqplan.fleet.spark_impact.group_usage`'s:
+    a bucket's tags are its identity, compared null-safe (a user bucket has no client-id tag)."""
+    from pyspark.sql import functions as F
+
+    return [F.col(mine).eqNullSafe(F.col(theirs)) for mine, theirs in (
+        (cluster, "g_cluster"), (key, "g_key"), (bu, "g_bu"), (bc, "g_bc"))]
+
+
 def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any, rules: Rules, *,
                         window: float = DEFAULT_WINDOW, seen: Seen | None = None) -> list[ProposalRow]:
     """The rows of :func:`~kqplan.fleet.rightsize.proposal_rows` from a usage frame
     (:func:`kqplan.fleet.spark_usage.usage_frame`); ``seen`` hears the clusters the usage names
-    (:func:`kqplan.fleet.spark_impact.usage_aggregates`)."""
+    (:func:`kqplan.fleet.spark_impact.usage_aggregates`). A quota bucket's row is refused, naming
+    its file and row, as ``read_usage`` refuses it: a proposal is made per principal."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_impact import (
@@ -117,7 +127,6 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
         bucket_tags,
         group_usage,
         quota_entries,
-        same_group,
         usage_aggregates,
         with_effective,
     )
@@ -148,7 +157,8 @@ def _pinned(spark: Any, table: Any, entries: Any, rules: Rules) -> list[Proposal
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark import collect_rows
-    from kqplan.fleet.spark_impact import KEYS, shown_tags, with_effective
+    from kqplan.fleet.spark_impact import KEYS, with_effective
+    from kqplan.fleet.spark_tables import shown_tags
 
     written = ~F.col("action").isin(*(a.value for a in UNWRITTEN))
 

@@ -1,10 +1,12 @@
-"""The Spark engine's tables written by Spark itself, where ``--out`` names a URI: ``impact`` and
-``unused`` (Parquet directories), with only the per-cluster summaries and the charts' bin counts
-reaching this process; and ``fleet plan``'s ``changes``.
+"""The Spark engine's tables written by Spark itself, where ``--out`` names a URI: ``impact``,
+``buckets`` and ``unused`` (Parquet directories), with only the per-cluster summaries and the
+charts' bin counts reaching this process; and ``fleet plan``'s ``changes``.
 
 Display forms are the core's (:attr:`kqplan.core.entity.Entity.display`): a name of printable
 ASCII that is not ``<default>`` and does not start with a backslash is shown as it is, in Spark;
-the few other names are collected, spelled by the core, and joined back.
+the few other names are collected, spelled by the core, and joined back. The impact shows a
+bucket (and a source) as :func:`kqplan.core.buckets.shown` does: the class of the names no row
+names (:data:`~kqplan.core.buckets.OTHERS`) as ``(others)``.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kqplan.core.entity import DEFAULT_NAME, escape_name, visible
+from kqplan.core.buckets import OTHERS_ESCAPED
+from kqplan.core.entity import CLIENT_ID, DEFAULT_NAME, USER, Entity, escape_name, visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.filenames import component_problem
 from kqplan.core.state import QuotaState
-from kqplan.fleet.impact import DEFAULT_WINDOW, ClusterImpact, Throttled
+from kqplan.fleet.impact import DEFAULT_WINDOW, IMPACT_COLUMNS, BucketRow, ClusterImpact, Throttled
 from kqplan.fleet.spark import frame_of
 from kqplan.fleet.tables import BINS, CAP, Histogram, edges
 
@@ -24,8 +27,16 @@ if TYPE_CHECKING:
     from kqplan.fleet.spark_impact import Seen
 
 IMPACT = "impact.parquet"
+BUCKETS = "buckets.parquet"
 UNUSED = "unused.parquet"
 CHANGES = "changes.parquet"
+BUCKET_COLUMNS = tuple(BucketRow.__slots__)
+
+
+def shown_tags(user: str | None, client_id: str | None) -> str | None:
+    """A bucket's display form from its tags (the core's entity: names escaped as everywhere)."""
+    parts = [(t, n) for t, n in ((USER, user), (CLIENT_ID, client_id)) if n is not None]
+    return Entity(tuple(parts)).display if parts else None
 
 
 def join_uri(base: str, name: str) -> str:
@@ -44,49 +55,64 @@ def _plain(column: Any) -> Any:
     return column.rlike("^[ -~]*$") & (column != F.lit(DEFAULT_NAME)) & ~column.startswith("\\")
 
 
-def _shown_names(spark: Any, table: Any) -> Any:
-    """``(name, shown)`` for the users and client-ids of ``table`` that are not shown as they are."""
+def _shown_names(spark: Any, groups: Any) -> Any:
+    """``(name, shown)`` for the bucket tags of ``groups`` that are not shown as they are (every
+    bucket a row falls in is among them)."""
     from pyspark.sql import functions as F
 
-    names = (table.select(F.col("user").alias("name"))
-             .union(table.select(F.col("client_id").alias("name"))))
-    odd = [r[0] for r in names.where(~_plain(F.col("name"))).distinct().collect()]
+    names = groups.select(F.col("bu").alias("name")).union(groups.select(F.col("bc").alias("name")))
+    odd = [r[0] for r in names.where(F.col("name").isNotNull() & ~_plain(F.col("name"))).distinct().collect()]
     return frame_of(spark, [(n, visible(escape_name(n))) for n in odd], "name string, shown string")
 
 
-def with_display(spark: Any, table: Any) -> Any:
-    """:func:`kqplan.fleet.spark_impact.impact_frame`'s table with each side's bucket in display
-    form (``before_group``, ``after_group``): the columns of ``impact.parquet``."""
+def _others(text: Any) -> Any:
+    """:func:`shown_text` in Spark."""
     from pyspark.sql import functions as F
 
-    shown = F.broadcast(_shown_names(spark, table))
-    table = (table.join(shown.select(F.col("name").alias("user"), F.col("shown").alias("su")), "user", "left")
-             .join(shown.select(F.col("name").alias("client_id"), F.col("shown").alias("sc")), "client_id",
-                   "left"))
-    su, sc = F.coalesce(F.col("su"), F.col("user")), F.coalesce(F.col("sc"), F.col("client_id"))
+    return F.replace(text, F.lit(OTHERS_ESCAPED), F.lit("(others)"))
 
-    def group(side: str) -> Any:
-        bu, bc = F.col(f"{side}_bu"), F.col(f"{side}_bc")
-        parts = F.concat_ws(", ", F.when(bu.isNotNull(), F.concat(F.lit("user="), su)),
-                            F.when(bc.isNotNull(), F.concat(F.lit("client-id="), sc)))
-        return F.when(bu.isNotNull() | bc.isNotNull(), F.concat(F.lit("{"), parts, F.lit("}")))
 
-    return table.select(
-        "cluster", "user", "client_id", "key", "usage", "before_value", "before_source",
-        group("before").alias("before_group"), "before_group_usage", "after_value", "after_source",
-        group("after").alias("after_group"), "after_group_usage", "utilization", "would_throttle")
+def _with_group(frame: Any, shown: Any, prefix: str, name: str) -> Any:
+    """``frame`` with ``name``: the bucket of the tags ``{prefix}bu, {prefix}bc`` in display form."""
+    from pyspark.sql import functions as F
+
+    for tag in ("bu", "bc"):
+        odd = shown.select(F.col("name").alias(f"kq_{tag}"), F.col("shown").alias(f"kq_{tag}_shown"))
+        frame = frame.join(odd, F.col(f"{prefix}{tag}") == F.col(f"kq_{tag}"), "left").drop(f"kq_{tag}")
+    bu, bc = F.col(f"{prefix}bu"), F.col(f"{prefix}bc")
+    su, sc = F.coalesce(F.col("kq_bu_shown"), bu), F.coalesce(F.col("kq_bc_shown"), bc)
+    parts = F.concat_ws(", ", F.when(bu.isNotNull(), F.concat(F.lit("user="), su)),
+                        F.when(bc.isNotNull(), F.concat(F.lit("client-id="), sc)))
+    group = F.when(bu.isNotNull() | bc.isNotNull(), _others(F.concat(F.lit("{"), parts, F.lit("}"))))
+    return frame.withColumn(name, group).drop("kq_bu_shown", "kq_bc_shown")
+
+
+def with_display(spark: Any, table: Any, groups: Any) -> tuple[Any, Any]:
+    """:func:`kqplan.fleet.spark_impact.impact_frame`'s tables with each bucket in display form:
+    the columns of ``impact.parquet`` (and ``kq_after_source``, the entry as ``unused`` compares
+    it) and of ``buckets.parquet``."""
+    from pyspark.sql import functions as F
+
+    shown = F.broadcast(_shown_names(spark, groups))
+    for side in ("before", "after"):
+        table = _with_group(table, shown, f"{side}_", f"{side}_group")
+    table = table.withColumn("kq_after_source", F.col("after_source"))
+    for side in ("before", "after"):
+        table = table.withColumn(f"{side}_source", _others(F.col(f"{side}_source")))
+    return (table.select(*IMPACT_COLUMNS, "kq_after_source"),
+            _with_group(groups, shown, "", "bucket").select(*BUCKET_COLUMNS))
 
 
 def _unused(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], table: Any) -> Any:
-    """The quota entries after the plan that no observed principal resolves to: ``cluster, entity,
-    key``, as :func:`kqplan.fleet.impact.impact_rows` lists them."""
+    """The quota entries after the plan that no observed row resolves to: ``cluster, entity, key``,
+    as :func:`kqplan.fleet.impact.impact_rows` lists them."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_impact import quota_entries
 
     entries = quota_entries(spark, {cluster: pair[1] for cluster, pair in states.items()})
-    used = (table.where(F.col("after_source").isNotNull())
-            .select("cluster", F.col("after_source").alias("source"), "key").distinct())
+    used = (table.where(F.col("kq_after_source").isNotNull())
+            .select("cluster", F.col("kq_after_source").alias("source"), "key").distinct())
     return (entries.join(used, ["cluster", "source", "key"], "left_anti")
             .select("cluster", F.col("source").alias("entity"), "key"))
 
@@ -119,7 +145,7 @@ def _histograms(table: Any) -> dict[str, Histogram]:
     return {c: Histogram(tuple(v), over[c]) for c, v in counts.items()}
 
 
-def _summaries(table: Any, unused: Any, clusters: Sequence[str], untimed: Sequence[str]
+def _summaries(table: Any, groups: Any, unused: Any, clusters: Sequence[str], untimed: Sequence[str]
                ) -> dict[str, ClusterImpact]:
     """:func:`kqplan.fleet.impact.summarize` as aggregations: only their results come back."""
     from pyspark.sql import functions as F
@@ -127,52 +153,61 @@ def _summaries(table: Any, unused: Any, clusters: Sequence[str], untimed: Sequen
     def per_cluster(frame: Any) -> dict[str, int]:
         return {r[0]: r[1] for r in frame.collect()}
 
-    principals = per_cluster(table.groupBy("cluster").agg(F.countDistinct("user", "client_id")))
-    unlimited = per_cluster(table.where(F.col("usage").isNotNull() & F.col("after_value").isNull())
-                            .groupBy("cluster").agg(F.countDistinct("user", "client_id")))
+    unit = ("user", "client_id", "bucket")
+    principals = per_cluster(table.groupBy("cluster").agg(F.countDistinct(*unit)))
+    unlimited = per_cluster(table.where(F.col("usage").isNotNull() & F.col("after_value").isNull()
+                                        & ~F.col("after_split"))
+                            .groupBy("cluster").agg(F.countDistinct(*unit)))
     unused_count = per_cluster(unused.groupBy("cluster").count())
-    before = (F.col("before_group_usage").isNotNull() & F.col("before_value").isNotNull()
-              & (F.col("before_group_usage") > F.col("before_value")))
+    before, after = F.col("throttled_before"), F.col("would_throttle")
     group = ["cluster", "after_group", "key"]
-    hit = (table.where(F.col("would_throttle") & ~before & F.col("after_group").isNotNull())
+    hit = (table.where(after.eqNullSafe(True) & before.eqNullSafe(False) & F.col("after_group").isNotNull())
            .groupBy(*group).agg(F.first("after_group_usage").alias("usage"),
                                 F.first("after_value").alias("quota")))
     members = (table.where(F.col("after_group").isNotNull()).groupBy(*group)
-               .agg(F.countDistinct("user", "client_id").alias("members")))
-    throttled: dict[str, list[Throttled]] = {}
+               .agg(F.countDistinct(*unit).alias("members")))
+    found: dict[str, tuple[list[Throttled], ...]] = {c: ([], [], []) for c in clusters}
     for r in hit.join(members, group).collect():
-        throttled.setdefault(r["cluster"], []).append(
+        found[r["cluster"]][0].append(
             Throttled(r["after_group"], r["key"], r["members"], r["usage"], r["quota"]))
-    relieved: dict[str, list[Throttled]] = {}
-    freed = (table.where(before & ~F.col("would_throttle") & F.col("before_group").isNotNull())
+    freed = (table.where(before.eqNullSafe(True) & after.eqNullSafe(False)
+                         & F.col("before_group").isNotNull())
              .groupBy("cluster", "before_group", "key")
-             .agg(F.countDistinct("user", "client_id").alias("members"),
+             .agg(F.countDistinct(*unit).alias("members"),
                   F.first("before_group_usage").alias("usage"), F.first("before_value").alias("quota")))
     for r in freed.collect():
-        relieved.setdefault(r["cluster"], []).append(
+        found[r["cluster"]][1].append(
             Throttled(r["before_group"], r["key"], r["members"], r["usage"], r["quota"]))
-    return {c: ClusterImpact(principals.get(c, 0), tuple(sorted(throttled.get(c, []))), unlimited.get(c, 0),
-                             unused_count.get(c, 0), c not in untimed, tuple(sorted(relieved.get(c, []))))
+    unknown = groups.where((F.col("side") == "after") & F.col("throttled").isNull())
+    for r in sorted(unknown.collect(), key=lambda r: (r["key"], r["bucket"])):  # the reference's order
+        found[r["cluster"]][2].append(Throttled(r["bucket"], r["key"], r["members"] + r["shares"], r["usage"],
+                                                r["value"], r["usage_max"]))
+    return {c: ClusterImpact(principals.get(c, 0), tuple(sorted(found[c][0])), unlimited.get(c, 0),
+                             unused_count.get(c, 0), c not in untimed, tuple(sorted(found[c][1])),
+                             tuple(found[c][2]))
             for c in sorted(clusters)}
 
 
 def write_impact(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
                  q: float | None, *, out: str, window: float = DEFAULT_WINDOW, seen: Seen | None = None
                  ) -> tuple[dict[str, ClusterImpact], dict[str, Histogram]]:
-    """``out/impact.parquet`` and ``out/unused.parquet`` written by Spark (replaced when there),
-    and what the summary and the charts need; ``seen`` hears the clusters the usage names before
-    anything is written (:func:`kqplan.fleet.spark_impact.usage_aggregates`)."""
+    """``out/impact.parquet``, ``out/buckets.parquet`` and ``out/unused.parquet`` written by Spark
+    (replaced when there), and what the summary and the charts need; ``seen`` hears the clusters
+    the usage names before anything is written (:func:`kqplan.fleet.spark_impact.usage_aggregates`)."""
     from kqplan.fleet.spark_impact import impact_frame
 
-    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (frame, untimed):
-        table = with_display(spark, frame).persist()
+    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (frame, found, untimed):
+        table, groups = with_display(spark, frame, found)
+        table, groups = table.persist(), groups.persist()
         try:
-            table.write.mode("overwrite").parquet(join_uri(out, IMPACT))
+            table.select(*IMPACT_COLUMNS).write.mode("overwrite").parquet(join_uri(out, IMPACT))
+            groups.write.mode("overwrite").parquet(join_uri(out, BUCKETS))
             unused = _unused(spark, states, table).persist()
             try:
                 unused.write.mode("overwrite").parquet(join_uri(out, UNUSED))
-                return _summaries(table, unused, list(states), untimed), _histograms(table)
+                return _summaries(table, groups, unused, list(states), untimed), _histograms(table)
             finally:
                 unused.unpersist()
         finally:
             table.unpersist()
+            groups.unpersist()

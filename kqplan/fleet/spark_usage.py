@@ -1,6 +1,9 @@
 """The Spark engine's usage: the files, URIs and catalog tables of ``--usage``/``--usage-table``
 read by Spark itself under :mod:`kqplan.fleet.usage`'s rules, as one *usage frame* — a row per
-sample, and a row with a null ``value`` for an observed principal without any rate.
+sample, and a row with a null ``value`` for an observed principal without any rate. A quota
+bucket's row (``bucket`` ``user`` or ``client-id``) is kept, its names checked as the local
+reader checks them; the job that reads the frame says whether it takes such rows (``fleet
+impact``) or refuses them (``fleet rightsize``), as ``read_usage(buckets=…)`` does (:func:`check`).
 
 Local paths are listed here (kqplan reads CSV headers and Parquet footers, to read apart the files
 Spark would misread together); URIs of any filesystem Spark's Hadoop layer reads (``file://``,
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.core.errors import KqplanError
-from kqplan.fleet.spark import frame_of
+from kqplan.fleet.spark import WIDE, frame_of, samples_frame, samples_of  # noqa: F401 (the usage frames made here)
 from kqplan.fleet.usage import (
     NAME_HINT,
     RATE_HINT,
@@ -23,7 +26,6 @@ from kqplan.fleet.usage import (
     TS_HINT,
     TS_RANGE,
     USAGE_KEYS,
-    Usage,
     csv_header,
     is_uri,
     negative,
@@ -33,46 +35,32 @@ from kqplan.fleet.usage import (
     refuse_columns,
     usage_files,
 )
-from kqplan.fleet.usage_schema import BUCKET_HINT, COLUMNS_HINT, NAMES, NUMBER, TIME, unknown_columns
+from kqplan.fleet.usage_schema import (
+    BUCKET_HINT,
+    BUCKETS,
+    CLIENT_BUCKET,
+    COLUMNS_HINT,
+    NAMES,
+    NUMBER,
+    TIME,
+    USER_BUCKET,
+    unknown_columns,
+)
 
-_WIDE = ("cluster string, user string, client_id string, ts double, "
-         + ", ".join(f"{k} double" for k in USAGE_KEYS))
-"""A usage frame: a row per usage row (per sample for :func:`samples_frame`), a column per key —
-null: no sample of it; a row of nothing but nulls still names an observed principal. Wide, as
-usage files are: the jobs aggregate the keys side by side in one pass."""
 _CHECKS = ("problem string, file string, ts_text string, bad_row string, "
            + ", ".join(f"raw_{k} string, bad_{k} boolean" for k in USAGE_KEYS))
 """The columns an unchecked usage frame adds: what is wrong with the row (null: nothing), where it
 comes from, and each cell as written, for :func:`check`'s message; ``bad_row``: what is wrong
 with the row itself (``json``: a line that is no JSON object; ``column:…``: a line naming columns
 the usage schema does not have; ``name``: a name that is no text; ``ts``: a ``ts`` of a type that
-is no time)."""
+is no time). Besides, ``problem`` may be ``bucket``: ``bucket`` is none of the values, or the names
+do not fit it."""
 _UNKNOWN = "column:"
 """``problem`` of a JSON line naming columns the usage schema does not have: this, then the names
 (separated by NUL)."""
 JSON = "kq_json"
 """The one column a JSON lines file is read as: each line a VARIANT, its types kept (Spark's
 inference would turn ``5`` and ``"5"`` into one string, and explode a line that is a list)."""
-
-
-def samples_frame(spark: Any, usage: Usage | Sequence[Any]) -> Any:
-    """Usage already in this process as a usage frame (tests, small inputs): a row per sample."""
-    observed = usage if isinstance(usage, Usage) else Usage.of(usage)
-    rows: list[tuple[Any, ...]] = [(s.cluster, s.user, s.client_id, s.ts,
-                                    *(s.value if k == s.key else None for k in USAGE_KEYS))
-                                   for s in observed.samples]
-    rows += [(c, u, i, None, *(None for _ in USAGE_KEYS)) for c, u, i in sorted(observed.principals)]
-    return frame_of(spark, rows, _WIDE)
-
-
-def samples_of(frame: Any) -> Any:
-    """A usage frame as one row per principal, key and usage row: ``cluster, user, client_id, key,
-    value, ts`` (value null: no sample of that key in that row)."""
-    from pyspark.sql import functions as F
-
-    pairs = ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS)
-    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {pairs}) as (key, value)")
-    return frame.select("cluster", "user", "client_id", stacked, "ts")
 
 
 def _timestamp(frame: Any, *, nanos: bool = False) -> tuple[Any, Any]:
@@ -119,11 +107,6 @@ def _in_range(seconds: Any) -> Any:
     return F.when(seconds.between(F.lit(TS_RANGE[0]), F.lit(TS_RANGE[1])), seconds)
 
 
-def _csv_header(path: Path) -> tuple[str, ...]:
-    """A CSV file's column names (its first line), refused as the local reader refuses them."""
-    return csv_header(path)
-
-
 def _parquet_types(path: Path) -> tuple[str, ...]:
     """The types of a Parquet file's usage columns (its footer, read by pyarrow): Spark reads files
     of one schema together, and a ``ts`` written as a number in one file and as a timestamp in
@@ -134,7 +117,7 @@ def _parquet_types(path: Path) -> tuple[str, ...]:
 
 
 def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] = (), *,
-                checked: bool = True) -> Any:
+                checked: bool = True, buckets: bool = False) -> Any:
     """The usage read by Spark itself, never through this process's memory (the point of the
     engine at 10^7 samples), as a usage frame under the local reader's rules
     (:func:`kqplan.fleet.usage.read_usage`): cluster and user required, an empty or missing
@@ -142,7 +125,8 @@ def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] =
     number, and ``ts`` a time. ``usage``: local paths, or URIs (:func:`is_uri`); ``tables``:
     names in Spark's catalog. ``checked``: every row is checked now (one pass over the data);
     otherwise the frame carries ``problem`` (null, or what is wrong) for the aggregation that reads
-    it to check (:func:`kqplan.fleet.spark_impact.usage_aggregates`), and :func:`check` to name."""
+    it to check (:func:`kqplan.fleet.spark_impact.usage_aggregates`), and :func:`check` to name.
+    ``buckets`` (with ``checked``): quota buckets' rows are taken, else refused."""
     try:
         frame = _usage_frame(spark, usage, tables)
     except KqplanError:
@@ -151,8 +135,8 @@ def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] =
         raise read_error(spark, exc) from None
     if not checked:
         return frame
-    check(frame)
-    return frame.select("cluster", "user", "client_id", "ts", *USAGE_KEYS)
+    check(frame, buckets=buckets)
+    return frame.select("cluster", "user", "client_id", "bucket", "ts", *USAGE_KEYS)
 
 
 def read_error(spark: Any, exc: Exception) -> Exception:
@@ -172,7 +156,7 @@ def read_error(spark: Any, exc: Exception) -> Exception:
                            hint="name a table the Spark session sees (catalog.schema.table)")
     if (found := re.search(r"\[FAILED_READ_FILE[^\]]*\][^\n]*?file (\S+?)\.?\s", text)) is not None:
         try:  # a local file: the local reader's words
-            _judge(found[1])
+            _judge(found[1], buckets=True)  # a file not read: its other rows' problems
         except KqplanError as judged:
             return judged
         header = "CSV header does not conform" in text
@@ -245,7 +229,7 @@ def _path_frames(spark: Any, paths: Sequence[Path]) -> list[tuple[Any, bool]]:
     by_kind: dict[tuple[str, ...], list[str]] = {}
     for path in (p.absolute() for p in usage_files(paths)):  # relative paths are this process's
         kind = (("parquet", *_parquet_types(path)) if path.suffix == ".parquet"
-                else ("csv", *_csv_header(path)) if path.suffix == ".csv" else ("json",))
+                else ("csv", *csv_header(path)) if path.suffix == ".csv" else ("json",))
         by_kind.setdefault(kind, []).append(str(path))
     frames = []
     for kind, files in sorted(by_kind.items()):
@@ -268,19 +252,25 @@ def _usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str])
              for name in tables]
     frames = [_checked_columns(frame, nanos, origin) for frame, nanos, origin in read]
     if not frames:
-        return frame_of(spark, [], f"{_WIDE}, {_CHECKS}")
+        return frame_of(spark, [], f"{WIDE}, {_CHECKS}")
     rows = frames[0]
     for frame in frames[1:]:
         rows = rows.unionByName(frame)
-    unnamed = (F.col("cluster").isNull() | (F.col("cluster") == "") | F.col("user").isNull()
-               | (F.col("user") == ""))
+    kind, user, client_id = F.col("bucket"), F.col("user"), F.col("client_id")
+    no_user = user.isNull() | (user == "")
+    unnamed = F.col("cluster").isNull() | (F.col("cluster") == "") | (no_user & (kind != CLIENT_BUCKET))
+    misnamed = (((kind == CLIENT_BUCKET) & (~no_user | (client_id == "")))  # the names a bucket's row has
+                | ((kind == USER_BUCKET) & (client_id != "")))
     no_time = F.col("ts_text").isNotNull() & (F.col("ts_text") != "") & F.col("ts").isNull()
     bad = F.lit(False)
     for k in USAGE_KEYS:
         bad = bad | F.col(f"bad_{k}")
-    problem = (F.when(F.col("bad_row").isNotNull(), F.col("bad_row")).when(unnamed, F.lit("name"))
-               .when(no_time, F.lit("ts")).when(bad, F.lit("value")))
-    return rows.withColumn("problem", problem)
+    problem = (F.when(F.col("bad_row").isNotNull(), F.col("bad_row")).when(~kind.isin("", *BUCKETS), "bucket")
+               .when(unnamed, F.lit("name")).when(misnamed, F.lit("bucket")).when(no_time, F.lit("ts"))
+               .when(bad, F.lit("value")))
+    rows = rows.withColumn("problem", problem)  # a {client-id=C} bucket's user: empty, as read_usage's
+    emptied = F.when((kind == CLIENT_BUCKET) & problem.isNull(), F.lit("")).otherwise(user)
+    return rows.withColumn("user", emptied)
 
 
 def _columns_kept(frame: Any, where: str) -> Any:
@@ -331,18 +321,10 @@ def _checked_columns(frame: Any, nanos: bool, origin: Any) -> Any:
                               if n in present)))
     bad_ts = typed("ts", T.NumericType, T.StringType, T.TimestampType, T.TimestampNTZType, T.DateType)
     return frame.select(text("cluster").alias("cluster"), text("user").alias("user"),
-                        F.coalesce(text("client_id"), F.lit("")).alias("client_id"), seconds.alias("ts"),
+                        F.coalesce(text("client_id"), F.lit("")).alias("client_id"),
+                        F.coalesce(text("bucket"), F.lit("")).alias("bucket"), seconds.alias("ts"),
                         *keys, ts_text.alias("ts_text"), origin.alias("file"),
-                        F.when(_bucket(text("bucket")), F.lit("bucket"))
-                        .when(bad_name, F.lit("name")).when(bad_ts, F.lit("ts")).alias("bad_row"))
-
-
-def _bucket(cell: Any) -> Any:
-    """True where a row is a quota bucket's (``bucket`` not empty): refused, as the local reader
-    refuses it (:func:`kqplan.fleet.usage.refuse_bucket`)."""
-    from pyspark.sql import functions as F
-
-    return F.coalesce(cell != F.lit(""), F.lit(False))
+                        F.when(bad_name, F.lit("name")).when(bad_ts, F.lit("ts")).alias("bad_row"))
 
 
 def _sql_text(text: str) -> str:
@@ -425,53 +407,70 @@ def _json_columns(frame: Any, origin: Any) -> Any:
     return typed.select(
         F.when(of("cluster", "text"), cell("cluster")).alias("cluster"),
         F.when(of("user", "text"), cell("user")).alias("user"),
-        F.coalesce(cell("client_id"), F.lit("")).alias("client_id"), ts_seconds.alias("ts"), *keys,
+        F.coalesce(cell("client_id"), F.lit("")).alias("client_id"),
+        F.when(of("bucket", "text"), cell("bucket")).when(of("bucket", "none"), F.lit(""))
+        .otherwise(F.expr(f"to_json(variant_get({JSON}, '$.bucket', 'variant'))")).alias("bucket"),
+        ts_seconds.alias("ts"), *keys,
         F.when(of("ts", "text"), cell("ts")).when(~of("ts", "none"),
                                                   F.expr(f"to_json(variant_get({JSON}, '$.ts', 'variant'))"))
         .alias("ts_text"), "file",
         F.when(~F.col("kq_object"), F.lit("json"))
         .when(F.size("kq_unknown") > 0, F.concat(F.lit(_UNKNOWN), F.array_join("kq_unknown", "\u0000")))
-        .when(_bucket(F.expr(f"to_json(variant_get({JSON}, '$.bucket', 'variant'))"))
-              & ~of("bucket", "none"), F.lit("bucket"))
         .when(bad_name, F.lit("name"))
         .when(of("ts", "other"), F.lit("ts")).alias("bad_row"))
 
 
-def check(frame: Any) -> None:
-    """The first row of an unchecked usage frame that breaks a rule, as an error naming its file
-    (one pass over the data; none when every row keeps the rules). Where the file is a local one,
-    the local reader judges it, for its words to the letter: the row (or line) and the column."""
+def refused(frame: Any, *, buckets: bool) -> Any:
+    """True where a row of a usage frame is refused: it breaks a rule (an unchecked frame's
+    ``problem``), or it is a quota bucket's and ``buckets`` is false (the job reads principals)."""
     from pyspark.sql import functions as F
 
-    broken = frame.where(F.col("problem").isNotNull())
+    found = F.col("problem").isNotNull() if "problem" in frame.columns else F.lit(False)
+    return found if buckets else found | (F.col("bucket") != F.lit(""))
+
+
+def check(frame: Any, *, buckets: bool = False) -> None:
+    """The first row of a usage frame that is :func:`refused`, as an error naming its file (one
+    pass over the data; none when every row keeps the rules). Where the file is a local one, the
+    local reader judges it, for its words to the letter: the row (or line) and the column."""
+    from pyspark.sql import functions as F
+
+    from kqplan.fleet.usage import checked as checked_row
+
+    broken = frame.where(refused(frame, buckets=buckets))
+    located = "file" in frame.columns  # a frame made in this process (samples_frame) has no file
     try:
-        files = sorted({r[0] for r in broken.select("file").distinct().limit(10_000).collect()},
+        files = sorted({r[0] for r in (broken.select("file") if located else broken.select(F.lit("")))
+                        .distinct().limit(10_000).collect()},
                        key=lambda f: (_local(f) is None, _local(f) or Path(), f))
     except Exception as exc:
         raise read_error(frame.sparkSession, exc) from None
     if not files:
         return
     for name in files:
-        _judge(name)
+        _judge(name, buckets=buckets)
     try:
-        row = broken.where(F.col("file") == files[0]).limit(1).collect()[0]
+        row = (broken.where(F.col("file") == files[0]) if located else broken).limit(1).collect()[0].asDict()
     except Exception as exc:
         raise read_error(frame.sparkSession, exc) from None
-    where = row["file"].removeprefix("file://")
-    if row["problem"] == "json":
+    where, problem = row["file"].removeprefix("file://") if located else "the usage", row.get("problem")
+    if problem == "json":
         raise refusal(where, "a line", "not a JSON object (or not JSON)", hint="one JSON object per line; "
                       + COLUMNS_HINT)
-    if row["problem"].startswith(_UNKNOWN):
-        raise refusal(where, "a line", str(unknown_columns(row["problem"][len(_UNKNOWN):].split("\0"))),
+    if problem is not None and problem.startswith(_UNKNOWN):
+        raise refusal(where, "a line", str(unknown_columns(problem[len(_UNKNOWN):].split("\0"))),
                       hint=COLUMNS_HINT)
-    if row["problem"] == "bucket":
+    if problem == "bucket" and (buckets or row["bucket"] not in BUCKETS):  # the local reader's words
+        checked_row(where, "a row", {n: row[n] for n in ("cluster", "user", "client_id", "bucket")},
+                    buckets=buckets)
+    if row["bucket"] and not buckets:
         raise refusal(where, "a row", "a row of a quota bucket (bucket not empty), all its members' usage "
-                      "together: fleet impact and fleet rightsize read each principal's own usage (rows "
-                      "with an empty bucket), not yet a bucket's", hint=BUCKET_HINT)
-    if row["problem"] == "name":
+                      "together: fleet rightsize reads each principal's own usage (rows with an empty "
+                      "bucket), not a bucket's", hint=BUCKET_HINT)
+    if problem == "name":
         raise refusal(where, "a row", "cluster and user are required, as text (client_id: text or an "
                       "integer)", hint=NAME_HINT)
-    if row["problem"] == "ts":
+    if problem == "ts":
         raise refusal(where, "a row", f"ts is not a time: {row['ts_text']!r}", hint=TS_HINT)
     key = next(k for k in USAGE_KEYS if row[f"bad_{k}"])
     raw = row[f"raw_{key}"]
@@ -488,9 +487,9 @@ def _local(name: str) -> Path | None:
     return Path(unquote(parsed.path)) if local else None
 
 
-def _judge(name: str) -> None:
+def _judge(name: str, *, buckets: bool = False) -> None:
     """Raise the local reader's refusal of the file Spark names ``name``, when it is a local file
     this process reads too (a Spark Connect server's files may be elsewhere)."""
     path = _local(name)
     if path is not None and path.is_file():
-        read_usage([path])
+        read_usage([path], buckets=buckets)

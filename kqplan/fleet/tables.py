@@ -1,39 +1,63 @@
 """The impact job's outputs: Parquet tables (pyarrow) and a utilization chart per cluster
-(matplotlib), because people look at a distribution rather than read it."""
+(matplotlib), because people look at a distribution rather than read it.
+
+A table's columns are its row class's fields, in their order, each typed by its annotation
+(:data:`ARROW`): text, a double, a 64-bit integer or a boolean, every column nullable (a
+``bool | None`` column is null where the row says "split unknown")."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 from kqplan.core.entity import visible
-from kqplan.fleet.impact import IMPACT_COLUMNS, ImpactRow, UnusedRow
+from kqplan.fleet.impact import BucketRow, ImpactRow, UnusedRow
+
+ARROW = {"str": "string", "str | None": "string", "float": "float64", "float | None": "float64",
+         "int": "int64", "bool": "bool_", "bool | None": "bool_"}
+"""A row field's annotation -> the pyarrow type (a function of ``pyarrow``) of its column."""
 
 
-def _write(rows: Sequence[object], columns: Sequence[str], types: Sequence[object], path: Path) -> None:
+def schema_of(row: type[Any]) -> Any:
+    """The Parquet schema of a table of ``row`` dataclasses: a column per field, in their order."""
+    import pyarrow as pa
+
+    columns = []
+    for f in fields(row):
+        found = ARROW.get(str(f.type))
+        if found is None:
+            raise TypeError(f"{row.__name__}.{f.name}: no column type for {f.type}")
+        columns.append((f.name, getattr(pa, found)()))
+    return pa.schema(columns)
+
+
+def _write(rows: Sequence[object], row: type[Any], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema(list(zip(columns, types, strict=True)))
+    schema = schema_of(row)
     # column by column with attrgetter (dataclasses.astuple deep-copies: 20x slower at 10^5 rows)
-    pq.write_table(pa.table({c: list(map(attrgetter(c), rows)) for c in columns}, schema=schema), path)
+    pq.write_table(pa.table({c: list(map(attrgetter(c), rows)) for c in schema.names}, schema=schema), path)
 
 
 def write_impact(rows: Sequence[ImpactRow], path: Path) -> None:
-    import pyarrow as pa
-
-    name, number = pa.string(), pa.float64()
-    types = [name, name, name, name, number, number, name, name, number, number, name, name, number, number,
-             pa.bool_()]
-    _write(rows, IMPACT_COLUMNS, types, path)
+    """``impact.parquet``: a row per observed principal (or measured bucket) and key."""
+    _write(rows, ImpactRow, path)
 
 
 def write_unused(rows: Sequence[UnusedRow], path: Path) -> None:
-    import pyarrow as pa
+    """``unused.parquet``: the quota entries after the plan nobody resolves to."""
+    _write(rows, UnusedRow, path)
 
-    _write(rows, ("cluster", "entity", "key"), [pa.string()] * 3, path)
+
+def write_buckets(rows: Sequence[BucketRow], path: Path) -> None:
+    """``buckets.parquet``: a row per bucket, key and side of the plan that observed rows fall in
+    (:attr:`kqplan.fleet.impact.Impact.buckets`): its quota and source, its known usage and the
+    most it may be, whether it passes its quota (null: split unknown), its members and shares."""
+    _write(rows, BucketRow, path)
 
 
 BINS = 40

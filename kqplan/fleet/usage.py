@@ -23,17 +23,19 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kqplan.core.errors import KqplanError
+from kqplan.fleet.samples import USAGE_KEYS, Sample, Unit, Usage, parse_stat, statistic
 from kqplan.fleet.usage_schema import (
+    BUCKETS,
+    CLIENT_BUCKET,
     COLUMNS_HINT,
     NAMES,
     NUMBER,
-    RATES,
     TIME,
+    USER_BUCKET,
     bucket_problem,
     column_problem,
     missing_column,
@@ -42,64 +44,12 @@ from kqplan.fleet.usage_schema import (
 
 _T = TypeVar("_T")
 
-USAGE_KEYS: tuple[str, ...] = RATES
-"""producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate."""
+__all__ = ["USAGE_KEYS", "Sample", "Unit", "Usage", "parse_stat", "read_usage", "statistic"]
 _NUMBER, _TIME = re.compile(NUMBER), re.compile(TIME)
 _KNOWN = frozenset(NAMES)
 TS_RANGE = (-62135596800.0, 253402300799.0)
 """Seconds since the epoch a ``ts`` may name: the years 1 to 9999, as ISO 8601 writes them (a
 number beyond is milliseconds or nanoseconds, not seconds)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    cluster: str
-    user: str
-    client_id: str
-    key: str
-    value: float
-    ts: float | None = None
-    """Seconds since the epoch; None: the row had no ``ts``."""
-
-    def sort_key(self) -> tuple[str, str, str, str, float, bool, float]:
-        return (self.cluster, self.user, self.client_id, self.key, self.value, self.ts is not None,
-                self.ts or 0.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What the usage files say: every sample, and every principal they name (a row without any
-    rate names one too: it is observed, its usage unknown)."""
-
-    samples: list[Sample] = field(default_factory=list)
-    principals: frozenset[tuple[str, str, str]] = frozenset()
-    """(cluster, user, client_id), the principals of :attr:`samples` included."""
-
-    @classmethod
-    def of(cls, samples: Sequence[Sample], principals: Sequence[tuple[str, str, str]] = ()) -> Usage:
-        return cls(list(samples), frozenset({(s.cluster, s.user, s.client_id) for s in samples}
-                                            | set(principals)))
-
-
-def parse_stat(text: str) -> float | None:
-    """``max`` -> None (the maximum), ``p99`` -> 0.99, ``p50`` -> 0.5."""
-    if text == "max":
-        return None
-    found = re.fullmatch(r"p(\d{1,2}(?:\.\d+)?)", text)
-    if found is None or not 0 < float(found[1]) < 100:
-        raise KqplanError(f"--stat {text!r} is not a statistic", hint="use max or pNN, e.g. p99 or p99.9")
-    return float(found[1]) / 100
-
-
-def statistic(values: Sequence[float], q: float | None) -> float:
-    """The maximum, or the ``q`` quantile interpolated linearly between closest ranks."""
-    if q is None:
-        return max(values)
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 _USAGE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
@@ -414,19 +364,27 @@ def rate(raw: object) -> float:
     return value
 
 
-Row = tuple[str, str, str, "float | None", list[tuple[str, float]]]
-"""A usage row, checked: cluster, user, client_id, ts, and its samples (key, value)."""
+Row = tuple[str, str, str, "float | None", list[tuple[str, float]], str]
+"""A usage row, checked: cluster, user, client_id, ts, its samples (key, value) and its bucket."""
 
 
-def checked(path: Path | str, where: str, record: Mapping[str, object]) -> Row:
+def checked(path: Path | str, where: str, record: Mapping[str, object], *, buckets: bool = False) -> Row:
     """Record ``where`` of ``path`` under the rules every engine applies, or its refusal naming the
-    file, the row (or line) and the column: cluster and user non-empty text, client_id text or an
-    integer (missing or empty: a client that sends none), ``ts`` a time, each rate a finite number
-    at least 0 (an empty cell or null: no sample), no name holding U+FFFD."""
-    refuse_bucket(path, where, record)
+    file, the row (or line) and the column: cluster non-empty text, user non-empty text (empty in a
+    ``{client-id=C}`` bucket's row), client_id text or an integer (missing or empty: a client that
+    sends none; a bucket row: none for ``{user=U}``, one for ``{client-id=C}``), ``ts`` a time,
+    each rate a finite number at least 0 (an empty cell or null: no sample), no name holding
+    U+FFFD. ``buckets`` false: a bucket's row is refused (the reader reads principals only)."""
+    kind = bucket_kind(path, where, record, buckets=buckets)
     names = []
     for column in ("cluster", "user"):
         raw = record.get(column)
+        if column == "user" and kind == CLIENT_BUCKET:
+            if raw is not None and raw != "":
+                raise refusal(path, where, f"a {{client-id=C}} bucket's row (bucket {kind}) names no user: "
+                              f"user is {raw!r}", hint=COLUMNS_HINT)
+            names.append("")
+            continue
         if raw is None or raw == "":
             raise refusal(path, where, f"cluster and user are required: {column} is "
                           f"{'empty' if raw == '' else 'missing'}", hint=COLUMNS_HINT)
@@ -437,6 +395,12 @@ def checked(path: Path | str, where: str, record: Mapping[str, object]) -> Row:
     if isinstance(client, bool) or not isinstance(client, str | int | None):
         raise refusal(path, where, f"client_id is not text: {client!r}", hint=NAME_HINT)
     client_id = "" if client is None else str(client)
+    if kind == USER_BUCKET and client_id:
+        raise refusal(path, where, f"a {{user=U}} bucket's row (bucket {kind}) names no client_id: "
+                      f"client_id is {client!r}", hint=COLUMNS_HINT)
+    if kind == CLIENT_BUCKET and not client_id:
+        raise refusal(path, where, f"a {{client-id=C}} bucket's row (bucket {kind}) names its client-id: "
+                      "client_id is empty", hint=COLUMNS_HINT)
     for column, name in (("cluster", names[0]), ("user", names[1]), ("client_id", client_id)):
         if REPLACEMENT in name:
             raise refusal(path, where, f"{column} holds U+FFFD, the mark of bytes that were not UTF-8: "
@@ -455,14 +419,26 @@ def checked(path: Path | str, where: str, record: Mapping[str, object]) -> Row:
         except ValueError:
             problem = "is negative" if negative(raw) else "is not a number"
             raise refusal(path, where, f"{key} {problem}: {raw!r}", hint=RATE_HINT) from None
-    return names[0], names[1], client_id, ts, samples
+    return names[0], names[1], client_id, ts, samples, kind
+
+
+def bucket_kind(path: Path | str, where: str, record: Mapping[str, object], *, buckets: bool) -> str:
+    """A row's ``bucket``: empty for a principal's row, ``user`` or ``client-id``; refused when it
+    is none of them, or (``buckets`` false) a bucket's
+    (:func:`~kqplan.fleet.usage_schema.bucket_problem`)."""
+    raw = record.get("bucket")
+    if raw is None or raw == "":
+        return ""
+    if buckets and raw in BUCKETS:
+        return str(raw)
+    problem = bucket_problem(record)
+    assert problem is not None
+    raise refusal(path, where, *problem)
 
 
 def refuse_bucket(path: Path | str, where: str, record: Mapping[str, object]) -> None:
     """Refuse a row of a quota bucket (:func:`~kqplan.fleet.usage_schema.bucket_problem`)."""
-    problem = bucket_problem(record)
-    if problem is not None:
-        raise refusal(path, where, *problem)
+    bucket_kind(path, where, record, buckets=False)
 
 
 def negative(raw: object) -> bool:
@@ -473,13 +449,18 @@ def negative(raw: object) -> bool:
         return False
 
 
-def read_usage(paths: Sequence[Path]) -> Usage:
-    """Samples and observed principals from CSV, JSON lines or Parquet files (or directories)."""
+def read_usage(paths: Sequence[Path], *, buckets: bool = False) -> Usage:
+    """Samples and observed principals from CSV, JSON lines or Parquet files (or directories);
+    ``buckets``: and quota buckets' rows (refused otherwise)."""
     samples: list[Sample] = []
     principals: set[tuple[str, str, str]] = set()
+    units: set[Unit] = set()
     for path in usage_files(paths):
         for where, record in _records(path):
-            cluster, user, client_id, ts, values = checked(path, where, record)
-            principals.add((cluster, user, client_id))
-            samples.extend(Sample(cluster, user, client_id, key, value, ts) for key, value in values)
-    return Usage(samples, frozenset(principals))
+            cluster, user, client_id, ts, values, kind = checked(path, where, record, buckets=buckets)
+            if kind:
+                units.add((cluster, user, client_id, kind))
+            else:
+                principals.add((cluster, user, client_id))
+            samples.extend(Sample(cluster, user, client_id, key, value, ts, kind) for key, value in values)
+    return Usage(samples, frozenset(principals), frozenset(units))

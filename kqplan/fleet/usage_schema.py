@@ -163,8 +163,8 @@ BUCKET_HINT = ("a bucket row's usage is all of its members' together, and a plan
 def bucket_problem(record: Mapping[str, object]) -> tuple[str, str] | None:
     """Why a usage row is refused for its ``bucket`` (and the hint), None for a principal's row.
     A row of a quota bucket (``bucket`` user or client-id: ``kqplan fleet usage`` writes them for
-    Kafka's user-level and client-id-level sensors) is refused: ``fleet impact`` and ``rightsize``
-    read principals' rows only, for now, on every engine; another value is no bucket."""
+    Kafka's user-level and client-id-level sensors) is refused where only principals' rows are read
+    (``fleet rightsize``, on every engine); another value is no bucket."""
     from kqplan.core.entity import CLIENT_ID, USER, Entity
 
     raw = record.get("bucket")
@@ -177,5 +177,5 @@ def bucket_problem(record: Mapping[str, object]) -> tuple[str, str] | None:
     name = record.get(column)
     shown = Entity(((tag, str(name)),)).display if isinstance(name, str | int) and name != "" else raw
     return (f"a row of the quota bucket {shown} (bucket {raw}), all its members' usage together: fleet "
-            "impact and fleet rightsize read each principal's own usage (rows with an empty bucket), not "
-            "yet a bucket's", BUCKET_HINT)
+            "rightsize sizes each principal's quota from its own usage (rows with an empty bucket), not "
+            "a bucket's (fleet impact and plan --usage read bucket rows)", BUCKET_HINT)

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from urllib.parse import unquote
 
 from kqplan.core.buckets import bucket
-from kqplan.core.entity import CLIENT_ID, USER, Entity
-from kqplan.core.resolve import CLIENT_LEVELS, Level, Match, QuotaIndex
+from kqplan.core.entity import Entity
+from kqplan.core.resolve import CLIENT_LEVELS, Level, Match
 
 _JMX_ESCAPES = {'"': '"', "*": "*", "?": "?", "\\": "\\", "n": "\n"}
 
@@ -70,23 +70,3 @@ def bucket_of_labels(labels: Mapping[str, str], user_label: str, client_id_label
     """The bucket of a series, from its user and client-id labels (absent or empty: no tag)."""
     return bucket_of_tags(tag(labels.get(user_label, ""), user=True),
                           tag(labels.get(client_id_label, ""), user=False))
-
-
-def bucket_levels(of: Entity) -> tuple[Level, ...]:
-    """The levels whose quota Kafka enforces in buckets of this one's shape, most specific
-    first: ``{user=U, client-id=C}`` levels 1, 2, 4, 5; ``{user=U}`` 3, 6; ``{client-id=C}`` 7, 8."""
-    shape = (USER in of, CLIENT_ID in of)
-    return tuple(lv for lv in CLIENT_LEVELS
-                 if (lv.user is not Match.ABSENT, lv.client_id is not Match.ABSENT) == shape)
-
-
-def bucket_quota(index: QuotaIndex, of: Entity, key: str) -> tuple[float, Entity] | None:
-    """The quota Kafka enforces on bucket ``of`` for ``key`` now, and the entity that sets it
-    (``DefaultQuotaCallback.quotaLimit`` given the bucket's tags); None: no quota (unlimited)."""
-    user = of.get(USER) or ""
-    client_id = of.get(CLIENT_ID) or ""
-    for level in bucket_levels(of):
-        hit = index.at(level, user, client_id)
-        if hit is not None and key in hit[1]:
-            return hit[1][key], hit[0]
-    return None

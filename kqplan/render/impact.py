@@ -81,6 +81,8 @@ def render_fleet_impact(summary: Mapping[str, Mapping[str, Any]], fmt: str, char
         hit, freed = (_buckets(s[k], markdown=markdown) for k in ("newly_throttled", "relieved"))
         bound = (" (samples without ts: each bucket's usage is its members' statistics summed, "
                  "an upper bound for max)") if s["bucket_usage"] == "summed" else ""
+        if s.get("split_unknown"):  # never counted as throttled or not: named apart
+            bound += f"; split unknown: {_buckets(s['split_unknown'], markdown=markdown)}"
         if markdown:
             lines.append(f"| {markdown_code(cluster, cell=True)} | {s['principals']} | {over} | {hit}"
                          f"{markdown_text(bound)} | {freed} | {s['unlimited']} | {s['unused_entries']} |")

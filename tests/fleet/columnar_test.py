@@ -31,29 +31,35 @@ from kqplan.fleet.usage import USAGE_KEYS, Sample, Usage, parse_stat, read_usage
 from tests.fleet.impact_test import same, states, usages
 
 COLUMNS = ["cluster", "user", "client_id", "ts", *USAGE_KEYS]
+"""A file's columns; and ``bucket`` (before ``ts``) when a row is a quota bucket's."""
 
 
 # -- writing usage files ----------------------------------------------------------------------------
 
 def usage_rows(usage: Usage, merge: Iterable[bool]) -> list[dict[str, Any]]:
     """Usage rows: each sample in a row of its own, or (``merge``) in the previous row when that
-    is of the same principal and time and has no rate of its key yet; a row per principal seen
-    without any rate."""
+    is of the same unit (principal or bucket) and time and has no rate of its key yet; a row per
+    unit seen without any rate."""
     rows: list[dict[str, Any]] = []
     joins = iter(merge)
     for s in usage.samples:
         last = rows[-1] if rows else None
         if (last is not None and next(joins, False) and s.key not in last
-                and (last["cluster"], last["user"], last["client_id"], last["ts"])
-                == (s.cluster, s.user, s.client_id, s.ts)):
+                and (last["cluster"], last["user"], last["client_id"], last["bucket"], last["ts"])
+                == (*s.unit, s.ts)):
             last[s.key] = s.value
         else:
-            rows.append({"cluster": s.cluster, "user": s.user, "client_id": s.client_id, "ts": s.ts,
-                         s.key: s.value})
-    sampled = {(s.cluster, s.user, s.client_id) for s in usage.samples}
-    rows += [{"cluster": c, "user": u, "client_id": i, "ts": None} for c, u, i in sorted(usage.principals)
-             if (c, u, i) not in sampled]
+            rows.append({"cluster": s.cluster, "user": s.user, "client_id": s.client_id, "bucket": s.bucket,
+                         "ts": s.ts, s.key: s.value})
+    sampled = {s.unit for s in usage.samples}
+    rows += [{"cluster": c, "user": u, "client_id": i, "bucket": b, "ts": None}
+             for c, u, i, b in sorted(usage.units) if (c, u, i, b) not in sampled]
     return rows
+
+
+def columns_of(rows: list[dict[str, Any]]) -> list[str]:
+    """:data:`COLUMNS`, and ``bucket`` when a row is a bucket's."""
+    return COLUMNS[:3] + ["bucket"] * any(r.get("bucket") for r in rows) + COLUMNS[3:]
 
 
 def _text(value: Any) -> str:
@@ -61,7 +67,7 @@ def _text(value: Any) -> str:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]], style: int) -> None:
-    header = COLUMNS if style % 2 else list(reversed(COLUMNS))  # CSV columns are read by name
+    header = columns_of(rows)[::1 if style % 2 else -1]  # CSV columns are read by name
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -75,6 +81,12 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]], style: int) -> None:
             out["client_id"] = None  # null, missing or empty: a client that sends none
         elif not row["client_id"] and style % 3 == 2:
             del out["client_id"]
+        if not row.get("bucket") and style % 3 != 2:  # a principal's: missing, or (below) null or empty
+            out.pop("bucket", None)
+        elif not row.get("bucket") and style % 2:
+            out["bucket"] = None
+        if not row["user"] and style % 2:  # a {client-id=C} bucket's: null or empty
+            out["user"] = None
         if style % 2 and "ts" in out and out["ts"] == int(out["ts"]):
             out["ts"] = int(out["ts"])
         return out
@@ -84,14 +96,18 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]], style: int) -> None:
 
 def write_parquet(path: Path, rows: list[dict[str, Any]], style: int) -> None:
     """Parquet of several shapes: ts as seconds (double or integer), as a timestamp (us, ns, with
-    a zone) or absent; rates as double, integer or float; empty client-ids as nulls or ''."""
+    a zone) or absent; rates as double, integer or float; empty client-ids (and users, buckets) as
+    nulls or ''; ``bucket`` only when a row is a bucket's, or always (a null type when all null)."""
     times = [r["ts"] for r in rows]
     ts_kind = style % 5
     columns: dict[str, Any] = {
         "cluster": pa.array([r["cluster"] for r in rows]),
-        "user": pa.array([r["user"] for r in rows], pa.large_string() if style % 2 else pa.string()),
+        "user": pa.array([r["user"] or (None if style % 7 == 3 else "") for r in rows],
+                         pa.large_string() if style % 2 else None),
         "client_id": pa.array([r["client_id"] or (None if style % 3 else "") for r in rows]),
     }
+    if any(r.get("bucket") for r in rows) or style % 4 == 3:
+        columns["bucket"] = pa.array([r.get("bucket") or (None if style % 3 else "") for r in rows])
     if ts_kind == 1 and all(t is None or t == int(t) for t in times):
         columns["ts"] = pa.array([None if t is None else int(t) for t in times], pa.int64())
     elif ts_kind in (2, 3):
@@ -126,14 +142,17 @@ def write_files(directory: Path, rows: list[dict[str, Any]], parts: list[tuple[s
 
 
 def assert_same_impact(expected: Impact, got: Impact, *, exact_usage: bool = True) -> None:
-    """Equal, floats up to summation order (as Spark vs local); each principal's own statistic
-    to the bit unless DuckDB's quantile_cont computed it (``exact_usage`` false)."""
+    """Equal, floats up to summation order (as Spark vs local); each unit's own statistic to the
+    bit unless DuckDB's quantile_cont computed it (``exact_usage`` false); the buckets alike."""
     assert got.unused == expected.unused
     assert got.untimed == expected.untimed
     assert len(got.rows) == len(expected.rows)
     for a, b in zip(expected.rows, got.rows, strict=True):
         assert all(same(x, y) for x, y in zip(astuple(a), astuple(b), strict=True)), (a, b)
         assert not exact_usage or a.usage == b.usage, (a, b)
+    assert len(got.buckets) == len(expected.buckets)
+    for c, d in zip(expected.buckets, got.buckets, strict=True):
+        assert all(same(x, y) for x, y in zip(astuple(c), astuple(d), strict=True)), (c, d)
 
 
 # -- the impact, differentially ---------------------------------------------------------------------
@@ -186,25 +205,30 @@ def test_many_clients_per_user_shared_client_ids_and_defaults_at_every_level(tmp
 
 # -- the reader, to the last bit ----------------------------------------------------------------------
 
-def duckdb_usage(paths: list[Path]) -> Usage:
-    """What :func:`register_usage` makes of ``paths``, as the Python reader's Usage."""
+def duckdb_usage(paths: list[Path], *, buckets: bool = False) -> Usage:
+    """What :func:`register_usage` makes of ``paths`` (files it reads without a refused row), as
+    the Python reader's Usage."""
     con = duckdb.connect()
     try:
-        register_usage(con, paths)
+        register_usage(con, paths, buckets=buckets)
         rates = ", ".join(USAGE_KEYS)
-        rows = con.execute(f'SELECT cluster, "user", client_id, ts, {rates} FROM {VIEW}').fetchall()
+        rows = con.execute(f'SELECT cluster, "user", client_id, bucket, ts, {rates}, kq_refused '
+                           f"FROM {VIEW}").fetchall()
     finally:
         con.close()
-    samples = [Sample(r[0], r[1], r[2], key, r[4 + i], r[3]) for r in rows
-               for i, key in enumerate(USAGE_KEYS) if r[4 + i] is not None]
-    return Usage(samples, frozenset((r[0], r[1], r[2]) for r in rows))
+    assert not any(r[-1] for r in rows)
+    samples = [Sample(r[0], r[1], r[2], key, r[5 + i], r[4], r[3]) for r in rows
+               for i, key in enumerate(USAGE_KEYS) if r[5 + i] is not None]
+    return Usage(samples, frozenset((r[0], r[1], r[2]) for r in rows if not r[3]),
+                 frozenset((r[0], r[1], r[2], r[3]) for r in rows if r[3]))
 
 
-def assert_read_alike(paths: list[Path]) -> Usage:
-    local = read_usage(paths)
-    on_duckdb = duckdb_usage(paths)
+def assert_read_alike(paths: list[Path], *, buckets: bool = False) -> Usage:
+    local = read_usage(paths, buckets=buckets)
+    on_duckdb = duckdb_usage(paths, buckets=buckets)
     assert sorted(on_duckdb.samples, key=Sample.sort_key) == sorted(local.samples, key=Sample.sort_key)
     assert on_duckdb.principals == local.principals
+    assert on_duckdb.buckets == local.buckets
     return local
 
 

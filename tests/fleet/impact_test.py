@@ -64,6 +64,10 @@ def test_both_engines_agree_and_match_resolve_and_the_bucket_rule(spark, fleet, 
     assert len(on_spark.rows) == len(local.rows)
     for a, b in zip(local.rows, on_spark.rows, strict=True):
         assert all(same(x, y) for x, y in zip(astuple(a), astuple(b), strict=True)), (a, b)
+    assert len(on_spark.buckets) == len(local.buckets)
+    for c, d in zip(local.buckets, on_spark.buckets, strict=True):
+        assert all(same(x, y) for x, y in zip(astuple(c), astuple(d), strict=True)), (c, d)
+    assert not any(r.before_split or r.after_split or r.bucket for r in local.rows)  # principals: one bucket
     observed = {p for p in usage.principals if p[0] in fleet}
     assert {(r.cluster, r.user, r.client_id) for r in local.rows} == observed  # four rows each
     for row in local.rows:  # the local engine is kqplan resolve, key by key, and the core's buckets

@@ -60,6 +60,11 @@ def test_spark_writes_the_local_engines_tables_and_summaries(spark, tmp_path_fac
     for a, b in zip(written, expected, strict=True):
         assert all(close(x, y) for x, y in zip(a, b, strict=True)), (a, b)
     assert sorted(UnusedRow(*r) for r in rows_of(out / "unused.parquet")) == local.unused
+    buckets = rows_of(out / "buckets.parquet")
+    assert len(buckets) == len(local.buckets)
+    for c, d in zip(buckets, sorted(tuple(getattr(b, f) for f in b.__slots__) for b in local.buckets),
+                    strict=True):
+        assert all(close(x, y) for x, y in zip(c, d, strict=True)), (c, d)
     assert summary == summarize(local, fleet)
     for cluster in fleet:
         data = histogram([r for r in local.rows if r.cluster == cluster])

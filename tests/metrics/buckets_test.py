@@ -6,15 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqplan.core.buckets import bucket_of
+from kqplan.core.buckets import bucket_levels, bucket_of, bucket_quota
 from kqplan.core.entity import Entity
 from kqplan.core.resolve import QuotaIndex, resolve
 from kqplan.core.state import QuotaState
 from kqplan.metrics.buckets import (
-    bucket_levels,
     bucket_of_labels,
     bucket_of_tags,
-    bucket_quota,
     jmx_unquote,
     tag,
 )

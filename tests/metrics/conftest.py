@@ -9,7 +9,9 @@ pool broker is not started again after it."""
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 import time
 from collections.abc import Generator, Iterator
 
@@ -20,6 +22,8 @@ from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version, tail
 from tests.kafka.plugin import MARKER, BrokerPool
 from tests.metrics import traffic
 from tests.metrics.scenario import (
+    BASELINE,
+    BEFORE_SECONDS,
     CLIENTS,
     CLUSTER,
     MANIFEST,
@@ -27,6 +31,7 @@ from tests.metrics.scenario import (
     TOPIC,
     TRAFFIC_SECONDS,
     UNMANAGED,
+    VERIFY_WINDOW,
     MetricsSpec,
     Scenario,
     Stack,
@@ -69,24 +74,59 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="package")
 def scenario(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
-    """The quotas applied with kqplan, the topic created, the clients run, Prometheus caught up."""
+    """The issue's sequence on the real broker: BASELINE (every bucket a pair) and gina's quota
+    applied, the clients run; after BEFORE_SECONDS ``plan --usage-from-metrics`` forecasts which
+    buckets MANIFEST would throttle; ``apply --verify-enforcement`` applies it while the clients
+    keep running, and watches Kafka enforce it; then Prometheus catches up."""
     root = tmp_path_factory.mktemp("metrics-manifests")
     manifests = write_manifest(root / "managed" / "quotas.yaml", MANIFEST).parent
+    baseline = write_manifest(root / "baseline" / "quotas.yaml", BASELINE).parent
     unmanaged = write_manifest(root / "other" / "gina.yaml", UNMANAGED).parent
-    for directory in (manifests, unmanaged):
-        applied = run_cli("apply", directory, "--bootstrap-server", stack.broker.bootstrap, "--auto-approve")
+    bootstrap = stack.broker.bootstrap
+    for directory in (baseline, unmanaged):
+        applied = run_cli("apply", directory, "--bootstrap-server", bootstrap, "--auto-approve")
         assert applied.exit_code == 0, applied.stderr
-    _topic_and_acls(stack.broker.bootstrap)
+    _topic_and_acls(bootstrap)
+    moved: dict[traffic.Client, int] = {}
+    failed: list[BaseException] = []
+
+    def run_traffic() -> None:
+        try:
+            moved.update(traffic.run(CLIENTS, stack.broker.sasl_bootstrap, PASSWORDS, TOPIC, TRAFFIC_SECONDS))
+        except BaseException as exc:
+            failed.append(exc)
+
     start = time.time()
-    moved = traffic.run(CLIENTS, stack.broker.sasl_bootstrap, PASSWORDS, TOPIC, TRAFFIC_SECONDS)
+    clients = threading.Thread(target=run_traffic, name="metrics-traffic")
+    clients.start()
+    try:
+        time.sleep(BEFORE_SECONDS)
+        stack.prometheus.wait_for_scrape_after(time.time())
+        metrics = ("--prometheus", stack.prometheus.url, "--selector", f'{{kafka_cluster="{CLUSTER}"}}')
+        since = f"{math.ceil(time.time() - start)}s"
+        planned = run_cli("plan", manifests, "--bootstrap-server", bootstrap, "--usage-from-metrics",
+                          *metrics, "--since", since, "--step", "1s", "--format", "json")
+        assert planned.exit_code == 0, planned.stderr
+        applied_at = time.time()
+        applied = run_cli("apply", manifests, "--bootstrap-server", bootstrap, "--auto-approve",
+                          f"--verify-enforcement={VERIFY_WINDOW}s", *metrics)
+        _topic_and_acls(bootstrap, "after-apply")  # a controller mutation under dave's new quota type
+    finally:
+        clients.join(TRAFFIC_SECONDS + 120)
+    if failed:
+        raise failed[0]
     end = time.time()
     stack.prometheus.wait_for_scrape_after(end + 1)
-    return Scenario(stack, manifests, start, end, moved)
+    (root / "plan.json").write_text(planned.stdout)  # for a reader of a failed run
+    (root / "apply.txt").write_text(applied.stdout + applied.stderr)
+    return Scenario(stack, manifests, start, end, moved, applied_at, planned.json["usage"], planned.stdout,
+                    applied.stdout + applied.stderr, applied.exit_code)
 
 
-def _topic_and_acls(bootstrap: str) -> None:
+def _topic_and_acls(bootstrap: str, topic: str = TOPIC) -> None:
     """The topic, and every SASL user allowed to write and read it (ANONYMOUS on PLAINTEXT is a
-    super user)."""
+    super user). Creating a topic is a controller mutation: Kafka measures it (a
+    ControllerMutation series) once a quota of that type is set."""
     from kafka.admin import (
         ACL,
         ACLOperation,
@@ -100,9 +140,9 @@ def _topic_and_acls(bootstrap: str) -> None:
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="metrics-setup")
     try:
-        admin.create_topics([NewTopic(TOPIC, 1, 1)])
+        admin.create_topics([NewTopic(topic, 1, 1)])
         admin.create_acls([ACL("User:*", "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
-                               ResourcePattern(ResourceType.TOPIC, TOPIC, ACLResourcePatternType.LITERAL))])
+                               ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))])
     finally:
         admin.close()
 

@@ -19,7 +19,23 @@ PASSWORDS = {**DEFAULT_USERS, "alice": "alice-secret", "bob": "bob-secret", "car
              "gina": "gina-secret"}
 # erin$ro: Kafka writes a user tag URL-encoded (erin%24ro): kqplan must decode it.
 
+BASELINE = """\
+entities:
+  - user: <default>
+    client-id: <default>
+    quotas:
+      producer_byte_rate: 100MiB
+      consumer_byte_rate: 100MiB
+"""
+# Before the plan: a quota no client reaches at the {user=<default>, client-id=<default>} level
+# makes Kafka measure every (user, client-id) pair on its own (docs/observability.md), so the plan's
+# forecast rests on each principal's own usage. The plan deletes it (ownership scope, prune).
+
 MANIFEST = f"""\
+ownership:
+  prune: true
+  scope:
+    - {{user: "<default>", client-id: "<default>"}}
 entities:
   - user: alice
     quotas:
@@ -64,7 +80,12 @@ CLIENTS = (
     # {user=frank}): consumers reading a topic that grows by ~190 KB/s
     Client("erin$ro", "reader-1"), Client("frank", "frank-1"),
 )
-TRAFFIC_SECONDS = 18.0
+BEFORE_SECONDS = 14.0
+"""Traffic under BASELINE before the plan: the usage the forecast reads."""
+VERIFY_WINDOW = 40
+"""apply --verify-enforcement's window, in seconds (it stops once every bucket is settled)."""
+TRAFFIC_SECONDS = BEFORE_SECONDS + 8.0 + VERIFY_WINDOW
+"""All the traffic: before the plan, while kqplan plans and applies, and while it verifies."""
 
 P, C = "producer_byte_rate", "consumer_byte_rate"
 PREDICTED: dict[tuple[str, Entity], Entity | None] = {
@@ -106,3 +127,10 @@ class Scenario:
     start: float
     end: float
     moved: dict[Client, int]
+    applied: float
+    """When the apply began (the alter a moment after)."""
+    forecast: dict[str, object]
+    """``plan --usage-from-metrics --format json``'s ``usage`` object."""
+    plan_out: str
+    apply_out: str
+    apply_code: int

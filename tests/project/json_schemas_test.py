@@ -88,6 +88,15 @@ def real_outputs(tmp_path) -> dict[str, list[Any]]:
         plan = run_cli("plan", tmp_path / "q.yaml", *kq, "--format", "json", "--out", tmp_path / "p.json")
         assert plan.exit_code == 0, plan.stderr
         outputs["plan"] += [plan.json, json.loads((tmp_path / "p.json").read_text())]
+        # with a forecast: a newly throttled bucket, a relieved one and a split measured bucket
+        usage_file = tmp_path / "usage.csv"
+        usage_file.write_text("cluster,user,client_id,bucket,producer_byte_rate,consumer_byte_rate\n"
+                              "c,a,y,,2097152,\nc,b,x,,5.5,\nc,,app,client-id,,5000\n")
+        forecast = run_cli("plan", tmp_path / "q.yaml", *kq, "--format", "json", "--usage", usage_file)
+        assert forecast.exit_code == 0, forecast.stderr
+        usage = forecast.json["usage"]
+        assert [len(usage[k]) for k in ("throttled", "relieved", "split_unknown")] == [1, 1, 5], usage
+        outputs["plan"].append(forecast.json)
         assert plan.json["unmanaged"]
         assert plan.json["notes"]
         assert {c["action"] for c in plan.json["changes"]} == {"create", "update", "delete"}
