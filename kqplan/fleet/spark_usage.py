@@ -465,8 +465,9 @@ def check(frame: Any, *, buckets: bool = False) -> None:
                     buckets=buckets)
     if row["bucket"] and not buckets:
         raise refusal(where, "a row", "a row of a quota bucket (bucket not empty), all its members' usage "
-                      "together: fleet rightsize reads each principal's own usage (rows with an empty "
-                      "bucket), not a bucket's", hint=BUCKET_HINT)
+                      "together: fleet rightsize sizes each principal's quota from its own usage (rows with "
+                      "an empty bucket), not a bucket's (fleet impact and plan --usage read bucket rows)",
+                      hint=BUCKET_HINT)
     if problem == "name":
         raise refusal(where, "a row", "cluster and user are required, as text (client_id: text or an "
                       "integer)", hint=NAME_HINT)

@@ -99,9 +99,10 @@ FLEETS = st.dictionaries(st.sampled_from(["c", "d"]), st.tuples(states, states),
 FLEET = dict[str, tuple[QuotaState, QuotaState]]
 
 
-# 30 examples in all, a test per statistic: each Spark job takes seconds, and a test minutes at most
-@pytest.mark.parametrize("stat", ["max", "p50", "p99"])
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# 12 examples in all, a test per statistic: each Spark job takes seconds (the whole file took 7 min
+# in CI with 30 and 10; the local engine's differential test draws 80 of the same shapes)
+@pytest.mark.parametrize("stat", ["max", "p99"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fleet=FLEETS, usage=usages(), window=st.sampled_from([1.0, 60.0]))
 def test_spark_gives_the_reference_s_rows_and_buckets(spark: Any, stat: str, fleet: FLEET, usage: Usage,
                                                        window: float) -> None:
@@ -116,7 +117,7 @@ def _written(path: Path, kind: type) -> list[Any]:
 
 
 @pytest.mark.parametrize("stat", ["max", "p99"])
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fleet=FLEETS, usage=usages())
 def test_spark_writes_the_reference_s_tables_and_summary(spark: Any, tmp_path_factory: pytest.TempPathFactory,
                                                          stat: str, fleet: FLEET, usage: Usage) -> None:
