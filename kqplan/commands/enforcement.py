@@ -23,13 +23,13 @@ out only then.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from kqplan.commands.forecast import Metrics, metrics_of, pulled_samples, throttled_in, verdicts
 from kqplan.config.model import ClusterEntry
-from kqplan.core.buckets import shown
+from kqplan.core.buckets import OTHERS_SHOWN, shown
 from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import impact_rows
@@ -90,7 +90,7 @@ def expectations(metrics: Metrics, before: QuotaState, after: QuotaState, name: 
     found = []
     for (bucket, key), (row, throttle) in sorted(judged.items()):
         old = was.get((bucket, key))
-        if throttle is None or shown_has_others(bucket) or (
+        if throttle is None or OTHERS_SHOWN in bucket or (
                 old is not None and old.value == row.value):
             continue
         if not throttle and not (row.usage_max or row.usage):
@@ -98,13 +98,9 @@ def expectations(metrics: Metrics, before: QuotaState, after: QuotaState, name: 
         found.append(Expected(bucket, key, throttle, row.value))
     for (bucket, key), old in sorted(was.items()):
         throttled_before = old.throttled is True or (bucket, key) in censored
-        if throttled_before and (bucket, key) not in judged and not shown_has_others(bucket):
+        if throttled_before and (bucket, key) not in judged and OTHERS_SHOWN not in bucket:
             found.append(Expected(bucket, key, False, None))
     return found
-
-
-def shown_has_others(bucket: str) -> bool:
-    return "(others)" in bucket
 
 
 def verify(flags: PrometheusSource, cluster: ClusterEntry | None, expected: list[Expected], *,
@@ -155,20 +151,11 @@ def _judge(e: Expected, throttled: bool, still: bool, usage: float | None) -> Ve
 
 def _peaks(metrics: Metrics, now: float, seconds: float) -> dict[tuple[str, str], float]:
     """Each bucket's highest usage on one broker in the last ``seconds``, by (bucket, key)."""
-    from kqplan.metrics.buckets import bucket_of_labels
-    from kqplan.metrics.names import selector
-    from kqplan.metrics.throttled import duration
+    from kqplan.metrics.throttled import peak_usage
 
-    names = metrics.names
-    by = f"{names.user_label}, {names.client_id_label}"
-    peaks: dict[tuple[str, str], float] = {}
-    for m in names.keys:
-        expr = f"max by ({by}) (max_over_time({selector(m.usage, metrics.extra)}[{duration(seconds)}]))"
-        for sample in metrics.server.query(expr, now):
-            bucket = bucket_of_labels(dict(sample.labels), names.user_label, names.client_id_label)
-            if bucket is not None and sample.value == sample.value:  # not NaN
-                peaks[shown(bucket), m.key] = float(sample.value)
-    return peaks
+    return {(shown(bucket), m.key): value for m in metrics.names.keys
+            for bucket, value in peak_usage(metrics.server, m, metrics.names, metrics.extra,
+                                            seconds=seconds, at=now).items()}
 
 
 def check_window(text: str | None) -> float:
@@ -185,7 +172,3 @@ def check_window(text: str | None) -> float:
         raise KqplanError(f"--verify-enforcement {text}: Kafka's quota window takes {SETTLE:g} s to "
                           "show a new quota", hint=f"give more than {SETTLE:g}s, e.g. 1m (the default 2m)")
     return seconds
-
-
-def summary(found: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} {what}" for what, n in found.items() if n)

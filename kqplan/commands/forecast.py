@@ -27,6 +27,7 @@ from kqplan.metrics.prometheus import Prometheus
 from kqplan.metrics.source import PLACEHOLDER, PrometheusSource
 from kqplan.metrics.throttled import Window
 from kqplan.render.forecast import ForecastBucket, ForecastView
+from kqplan.render.throttled import span
 
 DEFAULT_SINCE = 7 * 86400.0
 
@@ -98,15 +99,9 @@ def forecast(options: UsageOptions, before: QuotaState, after: QuotaState, *,
         samples = pulled_samples(metrics, options.window, name, progress)
         censored = throttled_in(metrics, options.window)
         impact = impact_rows({name: (before, after)}, samples, options.q, window=options.bucket_window)
-        shown = f"Prometheus at {metrics.server.shown}, the last {_span(options.window.seconds)}"
+        shown = f"Prometheus at {metrics.server.shown}, the last {span(options.window.seconds)}"
         return forecast_of(impact, name, shown, censored)
     return _from_files(options, before, after, cluster, progress)
-
-
-def _span(seconds: float) -> str:
-    from kqplan.render.throttled import span
-
-    return span(seconds)
 
 
 def _from_files(options: UsageOptions, before: QuotaState, after: QuotaState, cluster: ClusterEntry | None,

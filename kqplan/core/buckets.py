@@ -66,9 +66,11 @@ def shown(of: Entity) -> str:
 
 def shown_text(display: str) -> str:
     """A display form with :data:`OTHERS` (as :data:`OTHERS_ESCAPED`) shown as ``(others)``."""
-    return display.replace(OTHERS_ESCAPED, "(others)") if OTHERS_ESCAPED in display else display
+    return display.replace(OTHERS_ESCAPED, OTHERS_SHOWN) if OTHERS_ESCAPED in display else display
 
 
+OTHERS_SHOWN = "(others)"
+"""How :func:`shown` writes :data:`OTHERS`."""
 OTHERS_ESCAPED = Entity.user(OTHERS).display[len("{user="):-1]
 """:data:`OTHERS` as a display form spells it."""
 

@@ -129,16 +129,22 @@ def _buckets(key: str, series: Sequence[Series], names: MetricNames) -> list[Thr
 def _with_usage(prom: Prometheus, metrics: KeyMetrics, names: MetricNames, extra: str, *,
                 window: Window, rows: list[Throttled]) -> list[Throttled]:
     """``rows`` with each bucket's peak usage on one broker in the window."""
+    peaks = peak_usage(prom, metrics, names, extra, seconds=window.seconds, at=window.end)
+    return [replace(row, peak_usage=peaks.get(row.bucket)) if row.bucket is not None else row
+            for row in rows]
+
+
+def peak_usage(prom: Prometheus, metrics: KeyMetrics, names: MetricNames, extra: str, *,
+               seconds: float, at: float) -> dict[Entity, float]:
+    """Each bucket's highest usage of ``metrics`` on one broker in the ``seconds`` before ``at``."""
     by = f"{names.user_label}, {names.client_id_label}"
-    expr = (f"max by ({by}) (max_over_time({selector(metrics.usage, extra)}"
-            f"[{duration(window.seconds)}]))")
+    expr = f"max by ({by}) (max_over_time({selector(metrics.usage, extra)}[{duration(seconds)}]))"
     peaks: dict[Entity, float] = {}
-    for sample in prom.query(expr, window.end):
+    for sample in prom.query(expr, at):
         bucket = bucket_of_labels(dict(sample.labels), names.user_label, names.client_id_label)
         if bucket is not None and not math.isnan(sample.value):
             peaks[bucket] = max(peaks.get(bucket, sample.value), sample.value)
-    return [replace(row, peak_usage=peaks.get(row.bucket)) if row.bucket is not None else row
-            for row in rows]
+    return peaks
 
 
 def _count(prom: Prometheus, metrics: KeyMetrics, extra: str, window: Window) -> int:
