@@ -245,8 +245,9 @@ def apply(
     verify_enforcement: Annotated[str | None, typer.Option(
         "--verify-enforcement", metavar="[=WINDOW]",
         help="After the alter, watch the brokers' metrics (--prometheus, or kqplan.toml's [metrics]) up to "
-             "WINDOW (default 2m) until Kafka enforces each changed bucket: confirmed, not yet observed "
-             "or contradicted (exit 1).")] = None,
+             "WINDOW (default: 2m, or longer when the brokers' sensors remember longer) until each "
+             "changed bucket is judged on Kafka's own measurements: confirmed, not yet observed or "
+             "contradicted (exit 1).")] = None,
     prometheus: PrometheusOpt = None,
     selector: SelectorOpt = None,
     metric: MetricOpt = None,
@@ -265,7 +266,8 @@ def apply(
         enforcement = None
         if verify_enforcement is not None:
             enforcement = Enforcement(PrometheusSource(prometheus, selector, prometheus_headers,
-                                                       tuple(metric or ())), check_window(verify_enforcement))
+                                                       tuple(metric or ())), check_window(verify_enforcement),
+                                      verify_enforcement or None)
         manifest_paths = paths or []
         project = project_config(manifest_paths)
         return apply_command(

@@ -55,6 +55,10 @@ def sandbox(
         "--brokers", min=1, metavar="N",
         help="Advertise N brokers in Metadata (all served by this process): plans divide cluster-wide "
         "budgets ({per-cluster: …}) by N.")] = 1,
+    broker_config: Annotated[list[str] | None, typer.Option(
+        "--broker-config", metavar="NAME=VALUE",
+        help="A broker setting DescribeConfigs reports (repeatable), e.g. "
+        "client.quota.callback.class=com.example.Callback or metrics.sample.window.ms=10000.")] = None,
 ) -> int:
     """Run the sandbox broker: a Kafka-wire client-quota broker that behaves like Kafka."""
     from kqplan.commands.sandbox import sandbox_command
@@ -63,4 +67,4 @@ def sandbox(
     return run(lambda: sandbox_command(
         host=host, port=port, state=state, seed=seed, cluster_id=cluster_id, request_log=request_log,
         sasl_users=sasl_users, tls_cert=tls_cert, tls_key=tls_key, lag_ms=lag_ms, streams=console_streams(),
-        flavor=Flavor(flavor.value), brokers=brokers))
+        flavor=Flavor(flavor.value), brokers=brokers, broker_configs=tuple(broker_config or ())))

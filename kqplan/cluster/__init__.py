@@ -1,7 +1,8 @@
 """Cluster backends, each an implementation of the core's ``Cluster`` protocol: the Kafka wire
 (``kafka`` over ``transport`` and ``framing``, its failures explained by ``failures``; ``connection``
-and ``security`` read the client properties: TLS, SASL, Kerberos, OAuth) and a snapshot file
-(``snapshot``). Imports ``core``, ``snapshot`` and ``perf``.
+and ``security`` read the client properties: TLS, SASL, Kerberos, OAuth; ``brokers`` asks each
+broker for its quota settings) and a snapshot file (``snapshot``). Imports ``core``, ``snapshot``
+and ``perf``.
 
 Importing this package registers kafka-python's top package and its ``kafka.protocol.admin``
 package without running their ``__init__`` (see :func:`_defer_init`)."""

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from kqplan import deadline
+from kqplan.cluster.brokers import Broker
 from kqplan.cluster.connection import ConnectionConfig, load_connection_config
 from kqplan.cluster.decode import DescribeResponse, MalformedResponse, decode_describe_response
 from kqplan.cluster.failures import TransportError, UnsupportedApi
@@ -42,6 +43,7 @@ from kqplan.core.cluster import (
 )
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
+from kqplan.core.sensors import ClusterSettings
 from kqplan.core.state import QuotaState
 from kqplan.perf import paused_gc
 
@@ -81,6 +83,8 @@ class KafkaCluster:
         self._lock = threading.Lock()
         self._worker_done = False
         self._abandoned = False
+        self._brokers: tuple[Broker, ...] = ()
+        self._settings: ClusterSettings | None = None
 
     @classmethod
     def connect(cls, bootstrap: str | None, command_config: Path | None, *,
@@ -114,7 +118,7 @@ class KafkaCluster:
     def _metadata(self) -> tuple[str | None, int | None]:
         """The cluster id and the live broker count, from one Metadata answer (v1+; the transport's
         ``cluster_id`` request, whose broker list budgets need too). (None, None) when the broker
-        does not serve Metadata v1."""
+        does not serve Metadata v1. The brokers are kept for :meth:`broker_settings`."""
         from kafka.protocol.metadata import MetadataRequest
 
         # topics=[] asks for no topic metadata (v0 would read it as "all topics")
@@ -126,7 +130,21 @@ class KafkaCluster:
         cluster_id = getattr(response, "cluster_id", None)
         brokers = getattr(response, "brokers", None)
         count = len(brokers) if isinstance(brokers, list | tuple) and brokers else None
+        self._brokers = tuple(Broker(int(b.node_id), str(b.host), int(b.port)) for b in brokers or ())
         return (cluster_id if isinstance(cluster_id, str) else None), count
+
+    def broker_settings(self) -> ClusterSettings:
+        """Each live broker's quota settings (:mod:`kqplan.cluster.brokers`), read once per
+        connection (a command's plan and its ``--verify-enforcement`` share them). Ask after
+        :meth:`describe`: a describe sent ahead is answered first on the one connection."""
+        from kqplan.cluster.brokers import read_settings
+
+        if self._settings is None:
+            self.identity()
+            self._take_ahead(use=False)
+            self._settings = (read_settings(self._brokers, self.config, self.transport) if self._brokers
+                              else ClusterSettings())
+        return self._settings
 
     def describe_ahead(self) -> None:
         """Read the identity and send a describe of everything, in a thread, now: the broker

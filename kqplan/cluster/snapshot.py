@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kqplan.core.cluster import ALL, Alteration, ClusterIdentity, DescribeFilter, EntityResult
 from kqplan.core.errors import KqplanError
+from kqplan.core.sensors import BrokerRead, BrokerSettings, ClusterSettings
 from kqplan.core.state import QuotaState
 from kqplan.files import DEFAULT_INPUT_LIMIT
 from kqplan.snapshot.file import load_snapshot
@@ -36,6 +37,15 @@ class SnapshotCluster:
     def alter(self, alterations: Sequence[Alteration], *, validate_only: bool) -> list[EntityResult]:
         raise KqplanError(f"{self.path} is a read-only snapshot",
                           hint="apply to a cluster with --bootstrap-server or --sandbox")
+
+    def broker_settings(self) -> ClusterSettings:
+        """The brokers' settings the snapshot recorded (none: nothing known, Kafka's defaults)."""
+        recorded = self._snapshot.brokers or {}
+        where = f"snapshot:{self.path}"
+        return ClusterSettings(tuple(
+            BrokerRead(node, where, BrokerSettings.of(values)) if values is not None
+            else BrokerRead(node, where, None, "not read when the snapshot was taken")
+            for node, values in sorted(recorded.items())))
 
     def close(self) -> None:
         pass

@@ -29,6 +29,7 @@ from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
     Guardrails,
     check_inventory_id,
+    cluster_diagnostics,
     compute_plan,
     describing_ahead,
     guardrail_problem,
@@ -43,7 +44,9 @@ from kqplan.render.escape import terminal
 from kqplan.render.text import render_text
 
 if TYPE_CHECKING:
-    from kqplan.commands.enforcement import Expected
+    from kqplan.commands.forecast import Metrics
+    from kqplan.core.enforcement import Watch
+    from kqplan.core.sensors import ClusterSettings
     from kqplan.metrics.source import PrometheusSource
 
 CONFIRM_WORD = "yes"
@@ -105,6 +108,19 @@ class Enforcement:
     """``--verify-enforcement[=WINDOW]`` with the metrics flags."""
 
     source: PrometheusSource
+    window: float | None
+    """Seconds; None: the default, from the brokers' sensor settings."""
+    given: str | None = None
+    """WINDOW as typed, for messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Watching:
+    """What ``--verify-enforcement`` watches, known before the alter."""
+
+    metrics: Metrics
+    watches: list[Watch]
+    settings: ClusterSettings
     window: float
 
 
@@ -126,6 +142,7 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             actual = cluster.describe()
             check_stale(plan, actual, ident.cluster_id)
             _check_protected(plan, actual, config)
+            _check_callbacks(cluster, cluster_entry.name if cluster_entry else ident.address, config)
             plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode))
         journal = record.planned(plan)
         # the guardrails again, saved plans included: a plan may have been made with looser flags
@@ -138,49 +155,55 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             return ExitCode.OK
         if not as_json:
             streams.print("")
-        expected = _expected(cluster, plan, cluster_entry, enforcement, progress) if enforcement else None
+        watching = _watching(cluster, plan, cluster_entry, enforcement, progress) if enforcement else None
         if not confirm(plan, streams, auto_approve=auto_approve):
             record.finish(journal.report(RunStatus.CANCELLED), quiet=True)
             streams.print("Apply cancelled.")
             return ExitCode.ERROR
         record.begin()
-        altered = time.time()
         result = apply(cluster, plan, progress=progress, journal=journal)
-    record.finish(result, color=color)
-    if enforcement is not None and expected is not None and result.ok \
-            and not _verified(enforcement, cluster_entry, expected, altered, streams, as_json=as_json):
+    changed = time.time()
+    record.finish(result, color=color, verifying=watching is not None and result.ok)
+    if watching is not None and result.ok \
+            and not _verified(watching, changed, record, streams, as_json=as_json):
         return ExitCode.ERROR
     return ExitCode.OK if result.ok else ExitCode.ERROR
 
 
-def _expected(cluster: Cluster, plan: Plan, entry: ClusterEntry | None, enforcement: Enforcement,
-              progress: Callable[[str], None]) -> list[Expected]:
-    """Before the alter (a Prometheus that cannot answer stops the apply here, nothing sent):
-    what the plan should make Kafka do, from the last minutes of usage."""
-    from kqplan.commands.enforcement import expectations
+def _watching(cluster: Cluster, plan: Plan, entry: ClusterEntry | None, enforcement: Enforcement,
+              progress: Callable[[str], None]) -> _Watching:
+    """Before the alter (a Prometheus that cannot answer, or a window too short to show anything,
+    stops the apply here, nothing sent): the buckets to watch, from the last minutes of usage, and
+    the brokers' sensor settings."""
+    from kqplan.commands.enforcement import check_watchable, default_window, expectations
     from kqplan.commands.forecast import metrics_of
     from kqplan.core.plan import apply_ops
 
     progress("Reading the buckets' usage from Prometheus (--verify-enforcement)")
     actual = cluster.describe()
+    settings = cluster.broker_settings()
     metrics = metrics_of(enforcement.source, entry)
-    return expectations(metrics, actual, apply_ops(actual, plan.changes),
-                        entry.name if entry is not None else "cluster", time.time())
+    watches = expectations(metrics, actual, apply_ops(actual, plan.changes),
+                           entry.name if entry is not None else "cluster", time.time())
+    keys = sorted({w.key for w in watches})
+    window = enforcement.window if enforcement.window is not None else default_window(settings, keys)
+    check_watchable(window, settings, keys, enforcement.given)
+    return _Watching(metrics, watches, settings, window)
 
 
-def _verified(enforcement: Enforcement, entry: ClusterEntry | None, expected: list[Expected], altered: float,
-              streams: Streams, *, as_json: bool) -> bool:
-    """Watch, report; False when Kafka contradicts a bucket."""
+def _verified(watching: _Watching, changed: float, record: Recorder, streams: Streams, *,
+              as_json: bool) -> bool:
+    """Watch, report (text, and the report's ``enforcement``); False when Kafka contradicts a bucket."""
     from kqplan.commands.enforcement import verify
-    from kqplan.render.enforcement import EnforcementRow, render_enforcement
+    from kqplan.render.enforcement import EnforcementView, enforcement_json, render_enforcement
 
     with streams.progress() as progress:
-        found = verify(enforcement.source, entry, expected, since=altered, window=enforcement.window,
-                       progress=progress)
-    rows = [EnforcementRow(v.outcome.value, v.expected.bucket, v.expected.key,
-                           "throttled" if v.expected.throttle else "not throttled", v.detail)
-            for v in found.results]
-    (streams.warn if as_json else streams.print)(render_enforcement(rows, found.waited), end="")
+        found = verify(watching.metrics, watching.watches, changed=changed, window=watching.window,
+                       settings=watching.settings, progress=progress)
+    units = {m.key: m.unit for m in watching.metrics.names.keys}
+    view = EnforcementView(found.verdicts, changed, found.waited, found.window, found.sensors, units)
+    (streams.warn if as_json else streams.print)(render_enforcement(view), end="")
+    record.enforced(enforcement_json(view))
     return found.contradicted == 0
 
 
@@ -209,6 +232,9 @@ class Recorder:
         self.digest: str | None = None
         self.done = False
         self._previous: Any = None
+        self._result: ApplyReport | None = None
+        self._enforcement: dict[str, Any] | None = None
+        """The report's ``enforcement`` object: ``in progress`` while apply watches the metrics."""
 
     def __enter__(self) -> Recorder:
         if threading.current_thread() is threading.main_thread():
@@ -220,6 +246,8 @@ class Recorder:
         try:
             if not self.done and self.path is not None:
                 self._write(self._stopped(exc))
+            elif self._enforcement is not None and self._enforcement.get("status") == "in progress":
+                self._watch_stopped(exc)
         finally:
             if self._previous is not None:
                 signal.signal(signal.SIGTERM, self._previous)
@@ -238,16 +266,39 @@ class Recorder:
             return
         self._write(self.journal.report(RunStatus.IN_PROGRESS))
 
-    def finish(self, result: ApplyReport, *, quiet: bool = False, color: bool = False) -> None:
-        """The final report: the file, and stdout (the JSON document, or the text)."""
+    def finish(self, result: ApplyReport, *, quiet: bool = False, color: bool = False,
+               verifying: bool = False) -> None:
+        """The apply's result: the file, and stdout (the JSON document, or the text). ``verifying``:
+        the metrics are watched next, so the file says ``enforcement: in progress`` and the JSON
+        document waits for :meth:`enforced`."""
         self.done = True
+        self._result = result
+        if verifying:
+            self._enforcement = {"status": "in progress"}
         document = self._document(result, finished=True)
+        if self.path is not None:
+            write_atomically(self.path, document)
+        if self.as_json and not verifying:
+            self.streams.print(document, end="")
+        elif not quiet and not self.as_json:
+            self.streams.print(render_apply(result, color=color), end="")
+
+    def enforced(self, enforcement: dict[str, Any]) -> None:
+        """The watch of the metrics ended: the report with its ``enforcement``, file and stdout."""
+        assert self._result is not None
+        self._enforcement = enforcement
+        document = self._document(self._result, finished=True)
         if self.path is not None:
             write_atomically(self.path, document)
         if self.as_json:
             self.streams.print(document, end="")
-        elif not quiet:
-            self.streams.print(render_apply(result, color=color), end="")
+
+    def _watch_stopped(self, exc: BaseException | None) -> None:
+        """The watch stopped early (Ctrl-C, SIGTERM, an error): the alter stands, the report says so."""
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        error = None if interrupted else exc.message if isinstance(exc, KqplanError) else (
+            f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None)
+        self.enforced({"status": "interrupted" if interrupted else "failed", "error": error})
 
     def _stopped(self, exc: BaseException | None) -> ApplyReport:
         interrupted = isinstance(exc, KeyboardInterrupt)
@@ -267,7 +318,10 @@ class Recorder:
     def _document(self, result: ApplyReport, *, finished: bool) -> str:
         result = replace(result, started_at=self.started_at, plan_digest=self.digest,
                          finished_at=_now() if finished else None)
-        return json.dumps(report_to_json(result), indent=2, ensure_ascii=False) + "\n"
+        document = report_to_json(result)
+        if self._enforcement is not None:
+            document["enforcement"] = self._enforcement
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def check_rollout_stale(plan: Plan, brokers: int | None) -> None:
@@ -302,6 +356,16 @@ def _check_protected(plan: Plan, actual: QuotaState, config: ProjectConfig) -> N
     found = breaches(actual, {c.entity: c.after for c in plan.changes}, principals)
     if found:
         raise DiagnosticsError(diagnostics(found, None, config.policy))
+
+
+def _check_callbacks(cluster: Cluster, where: str, config: ProjectConfig) -> None:
+    """A saved plan applied where ``[policy] quota-callback = "error"`` refuses the brokers'
+    quota callback (KQP175), as plan would: nothing sent."""
+    from kqplan.core.diagnostics import DiagnosticsError
+
+    refused = [d for d in cluster_diagnostics(cluster, where, config) if d.is_error]
+    if refused:
+        raise DiagnosticsError(refused)
 
 
 def _retarget(plan: Plan, cluster: ClusterRef) -> Plan:

@@ -131,8 +131,13 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
         ident = cluster.identity()
         check_inventory_id(entry, ident.cluster_id, ident.address)
         state = cluster.describe()
+        # a snapshot records the brokers' quota settings: a plan from it warns as one of the cluster
+        settings = cluster.broker_settings() if fmt is ExportFormat.JSON else None
     if fmt is ExportFormat.JSON:
-        text = snapshot_to_json(state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode)
+        assert settings is not None
+        text = snapshot_to_json(state, ident.cluster_id, kafka_version=ident.version, mode=ident.mode,
+                                brokers={b.node: b.settings.raw if b.settings is not None else None
+                                         for b in settings.brokers})
         if out is None:
             streams.print(text, end="")
         else:

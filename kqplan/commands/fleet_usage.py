@@ -23,7 +23,7 @@ from kqplan.files import write_atomically
 from kqplan.fleet import clusters
 from kqplan.fleet.usage_schema import CLIENT_BUCKET, NAMES, USER_BUCKET
 from kqplan.metrics.names import MetricNames, parse_selector, selector
-from kqplan.metrics.prometheus import Prometheus
+from kqplan.metrics.prometheus import Prometheus, describe_series
 from kqplan.metrics.source import PLACEHOLDER, PrometheusSource, endpoint
 from kqplan.metrics.throttled import Window
 from kqplan.metrics.usage import BucketUsage, Pulled, pull_usage, usage_expr
@@ -123,17 +123,34 @@ def _span(window: Window) -> str:
 
 def check_found(pulled: Pulled, server: Prometheus, names: MetricNames, extra: str,
                  window: Window) -> None:
-    """No usage series at all is no metrics found, not "no usage": a file of no rows would tell
-    ``fleet impact`` that nobody sends anything."""
-    if pulled.series:
-        return
-    example = usage_expr(names.keys[0].usage, extra, names, window.step)
-    raise KqplanError(
-        f"Prometheus at {server.shown} has no usage series in the window (e.g. "
-        f"{visible(selector(names.keys[0].usage, extra))}; asked {visible(example)})",
-        hint="check --selector (with several clusters, its {cluster} placeholder) and that Prometheus "
-             f"scrapes the brokers' JMX exporter ({DOCS}, docs/observability.md); other names: "
-             "--metric; no client in the window: widen --since")
+    """Usage that cannot be read is no usage found, not "no usage" (a file of no rows would tell
+    ``fleet impact``, and a forecast, that nobody sends anything): no usage series at all, a series
+    none of whose points is a rate (NaN, ±Inf or negative: Kafka's rates are never), or series of
+    which none carries the labels that name a bucket. Each is an error naming the series and the
+    label mapping."""
+    mapping = (f"user label '{names.user_label}', client-id label '{names.client_id_label}'")
+    if not pulled.series:
+        example = usage_expr(names.keys[0].usage, extra, names, window.step)
+        raise KqplanError(
+            f"Prometheus at {server.shown} has no usage series in the window (e.g. "
+            f"{visible(selector(names.keys[0].usage, extra))}; asked {visible(example)})",
+            hint="check --selector (with several clusters, its {cluster} placeholder) and that Prometheus "
+                 f"scrapes the brokers' JMX exporter ({DOCS}, docs/observability.md); other names: "
+                 "--metric; no client in the window: widen --since")
+    if pulled.unusable:
+        shown = "; ".join(f"{key} {describe_series(labels)}" for key, labels in pulled.unusable[:3])
+        more = f" and {len(pulled.unusable) - 3} more" if len(pulled.unusable) > 3 else ""
+        raise KqplanError(
+            f"Prometheus at {server.shown} answered {len(pulled.unusable)} usage series none of whose "
+            f"points is a rate (every one NaN, ±Inf or negative): {shown}{more}",
+            hint="the usage names may point at another metric (a throttle-time?): check --metric "
+                 f"usage.KEY=SELECTOR and the exporter's rules ({DOCS})")
+    if not pulled.rows and pulled.unlabelled:
+        raise KqplanError(
+            f"Prometheus at {server.shown} answered {pulled.unlabelled} usage series and none carries "
+            f"a label that names a quota bucket ({mapping})",
+            hint="name the labels your exporter writes: --metric label.user=NAME, "
+                 "label.client_id=NAME (Strimzi's exporter: label.client_id=clientId)")
 
 
 def usage_parquet(cluster: str, rows: Sequence[BucketUsage], names: MetricNames) -> bytes:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kqplan.console import Streams
+from kqplan.core.entity import visible
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.files import DEFAULT_INPUT_LIMIT, checked_input, read_bounded
 from kqplan.sandbox import DEFAULT_CLUSTER_ID, Flavor, Operation, Sandbox, SandboxConfig, SaslUser
@@ -44,10 +47,27 @@ def read_users(path: Path) -> dict[str, SaslUser]:
     return users
 
 
+def parse_broker_configs(items: Sequence[str]) -> dict[str, str]:
+    """``--broker-config NAME=VALUE`` items: a Kafka setting name and its value, each once."""
+    found: dict[str, str] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not re.fullmatch(r"[a-z][a-z0-9._-]*", name):
+            raise KqplanError(f"--broker-config '{visible(item)}': expected NAME=VALUE with a Kafka "
+                              "setting name",
+                              hint="e.g. --broker-config client.quota.callback.class=com.example.Quotas")
+        if name in found:
+            raise KqplanError(f"--broker-config {name} is given twice", hint="give each setting once")
+        found[name] = value.strip()
+    return found
+
+
 def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | None,
                     cluster_id: str | None, request_log: Path | None, sasl_users: Path | None,
                     tls_cert: Path | None, tls_key: Path | None, lag_ms: int, streams: Streams,
-                    flavor: Flavor = Flavor.KRAFT, brokers: int = 1) -> int:
+                    flavor: Flavor = Flavor.KRAFT, brokers: int = 1,
+                    broker_configs: Sequence[str] = ()) -> int:
     if (tls_cert is None) != (tls_key is None):
         raise KqplanError("--tls-cert and --tls-key go together")
     for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
@@ -75,7 +95,8 @@ def sandbox_command(*, host: str, port: int, state: Path | None, seed: Path | No
     config = SandboxConfig(
         host=host, port=port, sasl=bool(users), tls_cert=tls_cert, tls_key=tls_key,
         cluster_id=cluster_id or recorded_id or DEFAULT_CLUSTER_ID, seed=seeded, state_file=state,
-        users=users, request_log=request_log, lag_ms=lag_ms, flavor=flavor, brokers=brokers)
+        users=users, request_log=request_log, lag_ms=lag_ms, flavor=flavor, brokers=brokers,
+        broker_configs=parse_broker_configs(broker_configs))
 
     def announce(line: str) -> None:
         streams.print(line)

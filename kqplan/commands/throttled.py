@@ -19,8 +19,11 @@ from kqplan.config.model import ClusterEntry, MetricsSettings, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.buckets import bucket_quota
 from kqplan.core.desired import DesiredState
+from kqplan.core.diagnostics import render_text as render_diagnostics
+from kqplan.core.enforcement import HELD
 from kqplan.core.entity import EntityKind
 from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.policy import callback_diagnostics
 from kqplan.core.resolve import QuotaIndex
 from kqplan.core.state import QuotaState
 from kqplan.metrics.names import MetricNames, parse_selector, selector
@@ -84,16 +87,22 @@ def throttled_command(paths: Sequence[Path], target: Target, config: ProjectConf
         ident = live.identity()
         check_inventory_id(cluster, ident.cluster_id, ident.address)
         state = live.describe()
+        settings = live.broker_settings()
         progress(f"Asking Prometheus at {server.shown}")
-        observed = observe_throttled(server, names, extra, window)
+        observed = observe_throttled(server, names, extra, window, memory=settings.throttle.memory)
+    shown = cluster.name if cluster is not None else (ident.cluster_id or ident.address)
+    problems = callback_diagnostics(settings, cluster.name if cluster is not None else ident.address,
+                                    config.policy)
+    if problems:
+        streams.warn(render_diagnostics(problems))
     for warning in (*server.warnings, *observed.warnings):
         streams.warn(f"warning: {warning}")
     _check_found(observed, state, server, names=names, extra=extra, window=window)
     index = QuotaIndex.of(state)
     rows = [_row(found, index, desired, names) for found in observed.throttled]
-    shown = cluster.name if cluster is not None else (ident.cluster_id or ident.address)
     view = ThrottledView(server.shown, extra, shown, window.start, window.end,
-                         window.step, desired is not None, rows)
+                         window.step, desired is not None, rows, settings.throttle.memory,
+                         settings.throttle.settings)
     streams.print(_RENDERERS[fmt](view), end="")
     return ExitCode.CHANGES if detailed_exitcode and rows else ExitCode.OK
 
@@ -114,9 +123,10 @@ def _row(found: Throttled, index: QuotaIndex, desired: DesiredState | None,
     if desired is not None and source is not None and source in desired.quotas:
         origin = desired.origins.get(source)
         declared = origin.display if origin is not None else None
+    below = value is not None and found.peak_usage is not None and found.peak_usage < value * HELD
     return ThrottledRow(found.key, found.bucket, found.peak_ms, found.steps, found.first, found.last,
                         found.brokers, found.peak_usage, names.of(found.key).unit, value, source,
-                        declared)
+                        declared, found.ended, below)
 
 
 def _check_found(observed: Observation, state: QuotaState, server: Prometheus, *,

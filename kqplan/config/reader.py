@@ -46,7 +46,7 @@ LIMIT_FIELDS = {"max-file-mib": 128, "max-input-mib": 512}
 """``[limits]``: each a positive number of MiB, and its default."""
 POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
                  "required-labels", "keys", "allow-unmanaged", "expiry-warning", "max-expiry",
-                 "protected-principals")
+                 "protected-principals", "quota-callback", "allowed-quota-callbacks")
 DEFAULT_EXPIRY_WARNING = "7d"
 PRINCIPAL_FIELDS = ("user", "client-id")
 
@@ -108,7 +108,9 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
     if not (_int(max_delete) and max_delete >= 0 and _number(percent) and 0 <= percent <= 100
             and all(_strings(policy.get(f, [])) for f in ("required-keys", "required-defaults",
                                                           "required-labels"))
-            and type(policy.get("allow-unmanaged", True)) is bool and type(keys) is dict):
+            and type(policy.get("allow-unmanaged", True)) is bool and type(keys) is dict
+            and policy.get("quota-callback", "warn") in ("warn", "error")
+            and _strings(policy.get("allowed-quota-callbacks", []))):
         return None
     rollout = _plain_rollout(policy)
     if rollout is None:
@@ -132,7 +134,9 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
         "policy": {"max-delete": max_delete, "max-delete-percent": percent,
                    **{f: list(policy.get(f, [])) for f in ("required-keys", "required-defaults",
                                                            "required-labels")},
-                   "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True), **rollout},
+                   "keys": bounds, "allow-unmanaged": policy.get("allow-unmanaged", True), **rollout,
+                   "quota-callback": policy.get("quota-callback", "warn"),
+                   "allowed-quota-callbacks": list(policy.get("allowed-quota-callbacks", []))},
         "limits": mib,
         "rollout": {"waves": [list(w) for w in waves.get("waves", [])]},
         "metrics": {"prometheus": None, "selector": None, "headers-file": None, "names": []},
@@ -309,7 +313,9 @@ def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[s
     warning, longest = _spans(path, text, raw, problems)
     return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(required),
                   tuple(defaults), tuple(raw["required-labels"]), tuple(bounds), raw["allow-unmanaged"],
-                  warning, longest, _principals(path, text, raw, problems), path)
+                  warning, longest, _principals(path, text, raw, problems), path,
+                  quota_callback=raw["quota-callback"],
+                  allowed_quota_callbacks=tuple(raw["allowed-quota-callbacks"]))
 
 
 def _spans(path: Path, text: str, raw: dict[str, Any],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -79,6 +79,8 @@ class _Policy(_Strict):
     expiry_warning: StrictStr = Field(default="7d", alias="expiry-warning")
     max_expiry: StrictStr | None = Field(default=None, alias="max-expiry")
     protected_principals: list[_Principal] = Field(default_factory=list, alias="protected-principals")
+    quota_callback: Literal["warn", "error"] = Field(default="warn", alias="quota-callback")
+    allowed_quota_callbacks: list[StrictStr] = Field(default_factory=list, alias="allowed-quota-callbacks")
 
 
 class _Metrics(_Strict):
@@ -149,6 +151,9 @@ _EXPECTED: dict[tuple[str, ...], str] = {
     ("policy", "protected-principals", "#"): 'a table such as {user = "canary"}, with an optional client-id',
     ("policy", "protected-principals", "#", "user"): "a user name in quotes",
     ("policy", "protected-principals", "#", "client-id"): "a client-id in quotes",
+    ("policy", "quota-callback"): '"warn" or "error"',
+    ("policy", "allowed-quota-callbacks"): 'a list of class names in quotes, such as ["com.example.Quotas"]',
+    ("policy", "allowed-quota-callbacks", "#"): "a class name in quotes",
     ("clusters", "*", "brokers"): "a whole number of brokers, 1 or more",
     ("custom",): "a table ([custom])",
     ("custom", "entity-types"): 'a list of type names in quotes, such as ["group"]',

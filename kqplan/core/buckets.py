@@ -126,3 +126,40 @@ def bucket_quota(index: QuotaIndex, of: Entity, key: str) -> tuple[float, Entity
         if hit is not None and key in hit[1]:
             return hit[1][key], hit[0]
     return None
+
+
+# -- where Kafka records a connection that no quota limits -----------------------------------------
+
+def recording_shapes(state: Iterable[tuple[Entity, Iterable[str]]], key: str) -> frozenset[tuple[bool, bool]]:
+    """The shapes (a user part, a client-id part) of the entities with a quota of ``key``: what
+    Kafka's ``quotaTypesEnabled`` holds for the key's quota manager (``updateQuotaTypes``)."""
+    return frozenset((USER in entity, CLIENT_ID in entity) for entity, keys in state
+                     if key in keys and (USER in entity or CLIENT_ID in entity))
+
+
+def sensor_of(index: QuotaIndex, key: str, user: str, client_id: str,
+              shapes: frozenset[tuple[bool, bool]]) -> Entity | None:
+    """The bucket (metric tags) Kafka records the connection (``user``, ``client_id``) in for
+    ``key``, limited or not: ``DefaultQuotaCallback.quotaMetricTags``. With one shape of entity
+    (``shapes``: :func:`recording_shapes` of the state) the tags follow it whatever the quotas;
+    with several, the first entity of the precedence chain that exists (levels 1-2 and 4-5 give
+    ``{user=U, client-id=C}``, 3 and 6 ``{user=U}``), else ``{client-id=C}``. Tags left empty are
+    left out (None: both are)."""
+    both, only_user, only_client = (USER, user), (USER, user), (CLIENT_ID, client_id)
+    if not shapes or shapes == {(False, True)}:
+        parts: tuple[tuple[str, str], ...] = (only_client,)
+    elif shapes == {(True, False)}:
+        parts = (only_user,)
+    elif shapes == {(True, True)}:
+        parts = (both, only_client)
+    else:
+        parts = (only_client,)
+        for level in CLIENT_LEVELS:
+            hit = index.at(level, user, client_id)
+            if hit is not None and key in hit[1]:
+                parts = tuple(p for p, present in ((only_user, level.user is not Match.ABSENT),
+                                                   (only_client, level.client_id is not Match.ABSENT))
+                              if present)
+                break
+    named = tuple((t, n) for t, n in parts if n)
+    return Entity(named) if named else None

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from kqplan.core.entity import Entity, Name
 from kqplan.core.errors import KqplanError
+from kqplan.core.sensors import ClusterSettings
 from kqplan.core.state import QuotaState
 
 # Kafka's names for the error codes quota RPCs can carry (reference §1.4).
@@ -119,5 +120,10 @@ class Cluster(Protocol):
     def describe(self, flt: DescribeFilter = ALL) -> QuotaState: ...
 
     def alter(self, alterations: Sequence[Alteration], *, validate_only: bool) -> list[EntityResult]: ...
+
+    def broker_settings(self) -> ClusterSettings:
+        """Each broker's quota settings (callback class, sensor windows); no broker for a target
+        without brokers (a snapshot)."""
+        ...
 
     def close(self) -> None: ...

@@ -57,6 +57,23 @@ def visible(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
+_UNRESERVED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+
+
+def sanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``, how a user name is written in ZooKeeper paths and in the
+    ``user`` tag of quota metrics: ``URLEncoder.encode(name, UTF-8)`` with ``*`` as ``%2A`` and the
+    space as ``%20`` (URLEncoder keeps ``a-zA-Z0-9.-*_`` and writes a space as ``+``)."""
+    out: list[str] = []
+    for char in name:
+        if char in _UNRESERVED:
+            out.append(char)
+        else:  # URLEncoder writes an unpaired surrogate as "?"
+            data = char.encode("utf-8", "replace") if not 0xD800 <= ord(char) <= 0xDFFF else b"?"
+            out.append("".join(f"%{byte:02X}" for byte in data))
+    return "".join(out)
+
+
 def name_problem(name: str) -> str | None:
     """Why a manifest must not use this name (Kafka would accept it), or None."""
     if name.isprintable():

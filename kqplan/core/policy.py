@@ -15,10 +15,11 @@ from pathlib import Path
 
 from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import Diagnostic, Pending, Severity, Source, Span, locate
-from kqplan.core.entity import USER, Entity, EntityKind
+from kqplan.core.entity import USER, Entity, EntityKind, visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.expiry import show_span, show_when
 from kqplan.core.plan import Action, Plan
+from kqplan.core.sensors import ClusterSettings
 from kqplan.core.units import format_number
 
 BELOW_MIN = "KQP150"
@@ -82,6 +83,11 @@ class Policy:
     protected_principals: tuple[ProtectedPrincipal, ...] = ()
     """``protected-principals``: no plan gives one a new or a lower quota (KQP157)."""
     source: Path | None = None
+    quota_callback: str = "warn"
+    """``quota-callback``: a broker's ``client.quota.callback.class`` is a warning (``warn``) or
+    refuses plan and apply (``error``), KQP175."""
+    allowed_quota_callbacks: tuple[str, ...] = ()
+    """``allowed-quota-callbacks``: callback classes known to keep Kafka's buckets and limits."""
 
 
 def rule_name(policy: Policy | None, name: str) -> str:
@@ -218,3 +224,37 @@ def _brake(policy: Policy, name: str, value: float, default: float) -> str:
     """Which setting of the deletion brake tripped: a default one says so (the brake is on without
     any ``[policy]``), a configured one says where it is set."""
     return f"the default [policy] {name}" if value == default else rule_name(policy, name)
+
+
+QUOTA_CALLBACK = "KQP175"
+UNREAD_SETTINGS = "KQP176"
+
+
+def callback_diagnostics(settings: ClusterSettings, where: str, policy: Policy) -> list[Diagnostic]:
+    """A broker that runs a ``client.quota.callback.class`` (KQP175: a warning, or an error with
+    ``[policy] quota-callback = "error"``; none for ``allowed-quota-callbacks``), and a broker whose
+    settings could not be read (KQP176, a warning): said once per cluster, at ``where``."""
+    found = []
+    span = Span(where, 0, 0)
+    for name, brokers in settings.callbacks.items():
+        if name in policy.allowed_quota_callbacks:
+            continue
+        nodes = ", ".join(str(b.node) for b in brokers)
+        several = len(brokers) > 1
+        error = policy.quota_callback == "error"
+        hint = ("kqplan apply --verify-enforcement judges what Kafka enforces; list a callback known to "
+                f"keep Kafka's buckets and limits in {rule_name(policy, 'allowed-quota-callbacks')}")
+        if error:
+            hint = f"{rule_name(policy, 'quota-callback')} is \"error\"; " + hint
+        found.append(Diagnostic(
+            QUOTA_CALLBACK, f"broker{'s' if several else ''} {nodes} enforce{'' if several else 's'} client "
+            f"quotas through client.quota.callback.class={visible(name)}: the quotas kqplan stores may "
+            "not be what clients get", span, Severity.ERROR if error else Severity.WARNING, hint))
+    for broker in settings.unread:
+        found.append(Diagnostic(
+            UNREAD_SETTINGS, f"cannot read the settings of broker {broker.node} at {visible(broker.address)} "
+            f"({visible(broker.problem or 'no answer')}): whether it runs a client.quota.callback.class is "
+            "unknown, and Kafka's default sensor windows are assumed", span, Severity.WARNING,
+            "grant DESCRIBE_CONFIGS on the cluster (it lets kqplan describe quotas too) and check that the "
+            "address the broker advertises is reachable"))
+    return found

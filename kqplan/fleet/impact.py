@@ -228,7 +228,7 @@ def _sides(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[
                 sides[side][unit] = _principal(effective(indexes[cluster][side], user, client_id),
                                                user, client_id, levels)
             continue
-        measured = _measured(user, client_id, kind)
+        measured = measured_bucket(user, client_id, kind)
         candidates = classes(measured, *names[cluster])
         for i, key in enumerate(USAGE_KEYS):
             inside = members(measured, candidates, lookup(cluster, 0, i))
@@ -253,8 +253,9 @@ def _principal(found: Effective, user: str, client_id: str, levels: dict[Entity,
     return keys
 
 
-def _measured(user: str, client_id: str, kind: str) -> Entity:
-    """The bucket a usage row measured: a principal's is its pair's."""
+def measured_bucket(user: str, client_id: str, kind: str) -> Entity:
+    """The bucket a usage row measured (``kind``: :attr:`~kqplan.fleet.samples.Sample.bucket`): a
+    principal's is its pair's."""
     if kind == USER_BUCKET:
         return Entity.user(user)
     if kind == CLIENT_BUCKET:

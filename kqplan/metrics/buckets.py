@@ -16,11 +16,12 @@ is. Both were read off a real Kafka 4.3.1 broker; :func:`tag` undoes them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from urllib.parse import unquote
 
 from kqplan.core.buckets import bucket
-from kqplan.core.entity import Entity
+from kqplan.core.entity import CLIENT_ID, USER, Entity, sanitize
 from kqplan.core.resolve import CLIENT_LEVELS, Level, Match
 
 _JMX_ESCAPES = {'"': '"', "*": "*", "?": "?", "\\": "\\", "n": "\n"}
@@ -48,6 +49,44 @@ def tag(value: str, *, user: bool) -> str:
     """The name a label carries: JMX's quotes undone, and for the user tag Kafka's sanitizing."""
     plain = jmx_unquote(value)
     return unquote(plain, errors="replace") if user and "%" in plain else plain
+
+
+_MBEAN_PLAIN = re.compile(r"[A-Za-z0-9_\-%. \t]*")  # Sanitizer.MBEAN_PATTERN, [\w-%\. \t]*
+_JMX_QUOTED = {'"': '\\"', "*": "\\*", "?": "\\?", "\\": "\\\\", "\n": "\\n"}
+
+
+def jmx_quote(value: str) -> str:
+    """``Sanitizer.jmxSanitize``: the value as it is when ``MBEAN_PATTERN`` matches it, else
+    ``ObjectName.quote`` (in quotes, with ``"``, ``*``, ``?``, ``\\`` and newline escaped)."""
+    if _MBEAN_PLAIN.fullmatch(value):
+        return value
+    return '"' + "".join(_JMX_QUOTED.get(ch, ch) for ch in value) + '"'
+
+
+def label(name: str, *, user: bool) -> str:
+    """The label a name carries (the inverse of :func:`tag`): Kafka's sanitizing for the user
+    tag, then JMX's quoting (``JmxReporter`` writes each tag ``jmxSanitize``-d)."""
+    return jmx_quote(sanitize(name) if user else name)
+
+
+def _re2_literal(text: str) -> str:
+    """``regexp.QuoteMeta`` (Go's RE2, Prometheus's regular expressions): ``text`` matched literally."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", text)
+
+
+def _promql_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def matchers(buckets: Collection[Entity], user_label: str, client_id_label: str) -> str:
+    """Label matchers that select at least the series of ``buckets`` (one alternation per label,
+    an absent label as the empty value): a narrower answer, still to be checked series by series
+    with :func:`bucket_of_labels`, as the alternations combine."""
+    users = sorted({label(b.get(USER) or "", user=True) if USER in b else "" for b in buckets})
+    client_ids = sorted({label(b.get(CLIENT_ID) or "", user=False) if CLIENT_ID in b else ""
+                         for b in buckets})
+    return ",".join(f"{name}=~{_promql_string('|'.join(map(_re2_literal, values)))}"
+                    for name, values in ((user_label, users), (client_id_label, client_ids)))
 
 
 def level_of_tags(user: str, client_id: str) -> Level | None:

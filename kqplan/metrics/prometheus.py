@@ -87,6 +87,19 @@ class Prometheus:
         return [Sample(labels, _value(item.get("value"), f"data.result[{i}].value", self, expr))
                 for i, (labels, item) in enumerate(_results(data, "vector", self, expr))]
 
+    def query_samples(self, expr: str, at: float) -> list[Series]:
+        """``/api/v1/query`` of a range vector (``selector[5m]``) at ``at``: each series' raw
+        samples, at the times the server scraped them."""
+        data = self._call("query", {"query": expr, "time": _stamp(at)}, expr)
+        found = []
+        for i, (labels, item) in enumerate(_results(data, "matrix", self, expr)):
+            values = item.get("values")
+            if not isinstance(values, list):
+                raise self._garbage(f"data.result[{i}].values is not a list", expr)
+            found.append(Series(labels, tuple(sorted(_point(v, f"data.result[{i}].values[{j}]", self, expr)
+                                                     for j, v in enumerate(values)))))
+        return found
+
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         """``/api/v1/query_range`` from ``start`` to ``end`` every ``step`` seconds, in chunks of
         at most :data:`MAX_POINTS` points; the chunks' series joined by their labels."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from kqplan.core.entity import Entity
 from kqplan.metrics.buckets import bucket_of_labels
 from kqplan.metrics.names import MetricNames, selector
-from kqplan.metrics.prometheus import Prometheus
+from kqplan.metrics.prometheus import Labels, Prometheus
 from kqplan.metrics.throttled import Window, duration
 
 
@@ -53,6 +53,9 @@ class Pulled:
     """How many series Prometheus returned, of every key."""
     unlabelled: int
     """Series with neither the user nor the client-id label: left out (their bucket is unknown)."""
+    unusable: tuple[tuple[str, Labels], ...] = ()
+    """(key, labels) of the series with a bucket none of whose points is a usage (every one NaN,
+    ±Inf or negative): Kafka's rates are never NaN, so the names point at something else."""
 
 
 def usage_expr(usage: str, extra: str, names: MetricNames, step: float) -> str:
@@ -66,6 +69,7 @@ def pull_usage(prom: Prometheus, names: MetricNames, extra: str, window: Window,
     """Every bucket's usage in ``window``, among the series ``extra`` (matchers) selects."""
     found: dict[tuple[Entity, float], list[float | None]] = {}
     series = unlabelled = 0
+    unusable: list[tuple[str, Labels]] = []
     for i, metrics in enumerate(names.keys):
         if progress is not None:
             progress(f"Asking Prometheus at {prom.shown} for {metrics.key} ({i + 1}/{len(names.keys)})")
@@ -77,9 +81,13 @@ def pull_usage(prom: Prometheus, names: MetricNames, extra: str, window: Window,
             if bucket is None:
                 unlabelled += 1
                 continue
+            usable = False
             for ts, value in one.points:
                 if math.isfinite(value) and value >= 0:
                     found.setdefault((bucket, ts), [None] * len(names.keys))[i] = value
+                    usable = True
+            if not usable and one.points:
+                unusable.append((metrics.key, one.labels))
     rows = sorted((BucketUsage(b, ts, tuple(rates)) for (b, ts), rates in found.items()),
                   key=lambda r: (r.bucket.display, r.ts))
-    return Pulled(tuple(rows), series, unlabelled)
+    return Pulled(tuple(rows), series, unlabelled, tuple(unusable))

@@ -148,7 +148,21 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     result = rollout.breaches(result, actual, desired, config)
     invalid = invalid_state_notes(actual, {c.entity for c in result.changes})
     keep(actual)
-    return replace(result, notes=(*result.notes, *invalid)) if invalid else result
+    callbacks = cluster_diagnostics(cluster, entry.name if entry is not None else ident.address, config)
+    warned = [render_text([d]).splitlines()[0] for d in callbacks if not d.is_error]
+    refused = tuple(d for d in callbacks if d.is_error)
+    if invalid or warned or refused:
+        result = replace(result, notes=(*result.notes, *invalid, *warned),
+                         breaches=(*result.breaches, *refused))
+    return result
+
+
+def cluster_diagnostics(cluster: Cluster, where: str, config: ProjectConfig) -> list[Diagnostic]:
+    """What the brokers' settings say of enforcement (KQP175, KQP176): a quota callback, settings
+    that could not be read. Read after the describe (one more request per broker)."""
+    from kqplan.core.policy import callback_diagnostics
+
+    return callback_diagnostics(cluster.broker_settings(), where, config.policy)
 
 
 def invalid_state_notes(actual: QuotaState, changed: Collection[Entity]) -> list[str]:

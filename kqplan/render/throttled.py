@@ -41,6 +41,11 @@ class ThrottledRow:
     """The entity that sets it (resolved against the cluster's describe)."""
     declared: str | None
     """``path:line:column`` of the manifest entry that declares ``source``; None: none does."""
+    ended: float | None = None
+    """When its last throttled response was (None: it may go on at the window's end)."""
+    below_quota: bool = False
+    """Its usage while throttled stayed well under its quota *now*: the quota changed since, or
+    another limit applied (Kafka holds a throttled bucket at its quota)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,9 @@ class ThrottledView:
     manifests: bool
     """Whether manifests were read (else "declared" is not known, rather than "not managed")."""
     rows: Sequence[ThrottledRow]
+    memory: float = 60.0
+    """Seconds the brokers' throttle-time stays above 0 after a throttled response."""
+    memory_settings: tuple[str, str] = ("metrics.num.samples", "metrics.sample.window.ms")
 
 
 def span(seconds: float) -> str:
@@ -115,6 +123,23 @@ def _steps(row: ThrottledRow, view: ThrottledView) -> str:
     return f"{row.steps} of {steps} steps of {span(view.step)} ({when} UTC){brokers}"
 
 
+def _ended(row: ThrottledRow, view: ThrottledView) -> str:
+    """When the throttling ended, and why it is not the last step that showed it."""
+    if row.ended is None:
+        return "still throttled at the end of the window"
+    return (f"≈{_clock(row.ended, view)} UTC: Kafka's throttle-time stays above 0 for "
+            f"{span(view.memory)} after the last throttled response ({view.memory_settings[0]} × "
+            f"{view.memory_settings[1]})")
+
+
+def _note(row: ThrottledRow) -> str | None:
+    if not row.below_quota or row.peak_usage is None or row.quota is None:
+        return None
+    return (f"its usage while throttled ({amount(row.peak_usage, row.unit)}) stayed under its quota now "
+            f"({amount(row.quota, row.unit)}): the quota was lower then and changed since, or another "
+            "limit applied (Kafka holds a throttled bucket at its quota)")
+
+
 def _header(view: ThrottledView) -> str:
     n = len(view.rows)
     what = (f"Kafka throttled {n} quota bucket{'s' if n != 1 else ''}" if n
@@ -128,30 +153,36 @@ def render_text(view: ThrottledView) -> str:
     """Terminal text: a block per throttled bucket, worst first."""
     lines = [terminal(_header(view) + (", worst first:" if view.rows else "."))]
     for row in view.rows:
-        usage = (f"peak {amount(row.peak_usage, row.unit)} on one broker"
+        usage = (f"peak {amount(row.peak_usage, row.unit)} on one broker while throttled"
                  if row.peak_usage is not None else "not found")
         lines += ["", terminal(f"{_bucket(row)}  {row.key}"),
                   terminal(f"    throttled  up to {row.peak_ms:.0f} ms, in {_steps(row, view)}"),
+                  terminal(f"    ended      {_ended(row, view)}"),
                   terminal(f"    usage      {usage}"),
-                  terminal(f"    quota      {_quota(row)}"),
-                  terminal(f"    declared   {_declared(row, view)}")]
+                  terminal(f"    quota      {_quota(row)}")]
+        note = _note(row)
+        if note is not None:
+            lines.append(terminal(f"    note       {note}"))
+        lines.append(terminal(f"    declared   {_declared(row, view)}"))
     return "\n".join(lines) + "\n"
 
 
-_COLUMNS = ("bucket", "key", "peak throttle", "throttled", "peak usage", "quota", "declared in")
+_COLUMNS = ("bucket", "key", "peak throttle", "throttled", "ended", "peak usage while throttled", "quota",
+            "declared in")
 
 
 def render_markdown(view: ThrottledView) -> str:
     """A PR comment or a report page: a sentence, then a table, worst first."""
     lines = ["### kqplan throttled", "", markdown_text(_header(view) + ".")]
     if view.rows:
-        lines += ["", "| " + " | ".join(_COLUMNS) + " |", "|---|---|---:|---|---:|---|---|"]
+        lines += ["", "| " + " | ".join(_COLUMNS) + " |", "|---|---|---:|---|---|---:|---|---|"]
     for row in view.rows:
         cells = [markdown_code(_bucket(row), cell=True), markdown_code(row.key, cell=True),
                  markdown_cell(f"{row.peak_ms:.0f} ms"),
                  markdown_cell(_steps(row, view)),
+                 markdown_cell(_ended(row, view)),
                  markdown_cell(amount(row.peak_usage, row.unit) if row.peak_usage is not None else "-"),
-                 markdown_cell(_quota(row)),
+                 markdown_cell(_quota(row) + (f" ({_note(row)})" if _note(row) else "")),
                  markdown_code(_declared(row, view), cell=True) if row.declared
                  else markdown_cell(_declared(row, view))]
         lines.append("| " + " | ".join(cells) + " |")
@@ -161,10 +192,11 @@ def render_markdown(view: ThrottledView) -> str:
 def _row_json(row: ThrottledRow) -> dict[str, Any]:
     return {"bucket": row.bucket.to_json() if row.bucket is not None else None, "key": row.key,
             "peak_throttle_ms": row.peak_ms, "throttled_steps": row.steps,
-            "first_throttled": _iso(row.first), "last_throttled": _iso(row.last),
+            "first_throttled": _iso(row.first), "last_throttled_step": _iso(row.last),
+            "ended": _iso(row.ended) if row.ended is not None else None, "ongoing": row.ended is None,
             "brokers": list(row.brokers), "peak_usage": row.peak_usage, "unit": row.unit,
             "quota": row.quota, "source": row.source.to_json() if row.source is not None else None,
-            "declared": row.declared}
+            "declared": row.declared, "usage_under_quota_now": row.below_quota, "note": _note(row)}
 
 
 def render_json(view: ThrottledView) -> str:
@@ -172,5 +204,6 @@ def render_json(view: ThrottledView) -> str:
     doc = {"prometheus": view.prometheus, "selector": view.selector, "cluster": view.cluster,
            "window": {"start": _iso(view.start), "end": _iso(view.end),
                       "seconds": view.end - view.start, "step_seconds": view.step},
-           "manifests": view.manifests, "throttled": [_row_json(row) for row in view.rows]}
+           "manifests": view.manifests, "throttle_memory_seconds": view.memory,
+           "throttled": [_row_json(row) for row in view.rows]}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

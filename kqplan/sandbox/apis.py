@@ -9,7 +9,7 @@ other unknown API or version makes it close the connection, which the broker mod
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,8 @@ from kafka.protocol.admin import (
     DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeUserScramCredentialsRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
@@ -34,6 +36,7 @@ from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeComponent, De
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 DESCRIBE_QUOTAS, ALTER_QUOTAS, DESCRIBE_CLUSTER = 48, 49, 60
+DESCRIBE_CONFIGS = 32  # the BROKER resources only: the settings that decide what quotas do
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51  # served by kqplan.sandbox.scram
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
@@ -43,22 +46,25 @@ SASL_AUTHENTICATION_FAILED = 58
 SUPPORTED: dict[int, tuple[int, int]] = {
     METADATA: (0, 12), SASL_HANDSHAKE: (0, 1), API_VERSIONS: (0, 4), SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_QUOTAS: (0, 1), ALTER_QUOTAS: (0, 1), DESCRIBE_CLUSTER: (0, 1),
-    DESCRIBE_SCRAM: (0, 0), ALTER_SCRAM: (0, 0),
+    DESCRIBE_SCRAM: (0, 0), ALTER_SCRAM: (0, 0), DESCRIBE_CONFIGS: (1, 4),
 }
 API_NAMES = {METADATA: "Metadata", SASL_HANDSHAKE: "SaslHandshake", API_VERSIONS: "ApiVersions",
              SASL_AUTHENTICATE: "SaslAuthenticate", DESCRIBE_QUOTAS: "DescribeClientQuotas",
              ALTER_QUOTAS: "AlterClientQuotas", DESCRIBE_CLUSTER: "DescribeCluster",
-             DESCRIBE_SCRAM: "DescribeUserScramCredentials", ALTER_SCRAM: "AlterUserScramCredentials"}
+             DESCRIBE_SCRAM: "DescribeUserScramCredentials", ALTER_SCRAM: "AlterUserScramCredentials",
+             DESCRIBE_CONFIGS: "DescribeConfigs"}
 REQUESTS: dict[int, Any] = {
     METADATA: MetadataRequest, SASL_HANDSHAKE: SaslHandshakeRequest, API_VERSIONS: ApiVersionsRequest,
     SASL_AUTHENTICATE: SaslAuthenticateRequest, DESCRIBE_QUOTAS: DescribeClientQuotasRequest,
     ALTER_QUOTAS: AlterClientQuotasRequest, DESCRIBE_CLUSTER: DescribeClusterRequest,
     DESCRIBE_SCRAM: DescribeUserScramCredentialsRequest, ALTER_SCRAM: AlterUserScramCredentialsRequest,
+    DESCRIBE_CONFIGS: DescribeConfigsRequest,
 }
 # The first version of each API with flexible (tagged) headers: their response header carries
 # an empty tag section. ApiVersions' response header is always v0 (KIP-511).
 FIRST_FLEXIBLE = {METADATA: 9, SASL_HANDSHAKE: 99, API_VERSIONS: 99, SASL_AUTHENTICATE: 2,
-                  DESCRIBE_QUOTAS: 1, ALTER_QUOTAS: 1, DESCRIBE_CLUSTER: 0, DESCRIBE_SCRAM: 0, ALTER_SCRAM: 0}
+                  DESCRIBE_QUOTAS: 1, ALTER_QUOTAS: 1, DESCRIBE_CLUSTER: 0, DESCRIBE_SCRAM: 0, ALTER_SCRAM: 0,
+                  DESCRIBE_CONFIGS: 4}
 
 PLAIN_FAILURE = "Authentication failed: Invalid username or password"  # PlainServerCallbackHandler
 
@@ -165,6 +171,42 @@ def plain_credentials(token: bytes) -> tuple[str, str] | None:
         return parts[1].decode("utf-8"), parts[2].decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+BROKER_RESOURCE = 4
+INVALID_REQUEST = 42
+CLUSTER_AUTHORIZATION_FAILED = 31
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # DescribeConfigsResponse ConfigSource
+
+
+def describe_configs(version: int, request: Any, nodes: int, configs: Mapping[str, str | None],
+                     given: Collection[str], *, allowed: bool) -> bytes:
+    """DescribeConfigs of BROKER resources, as a KRaft broker answers it (``ConfigHelper``): a
+    node's own settings (every node 1..``nodes`` is this process), those the request names that
+    ``configs`` knows (all of them when it names none), those in ``given`` as set in the broker's
+    file, the others as defaults; another resource type or node is an INVALID_REQUEST result;
+    without DESCRIBE_CONFIGS on the cluster, CLUSTER_AUTHORIZATION_FAILED."""
+    R = DescribeConfigsResponse
+    results = []
+    for resource in request.resources:
+        name = resource.resource_name
+        wanted = resource.configuration_keys
+        error, message, listed = 0, None, []
+        if not allowed:
+            error, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        elif resource.resource_type != BROKER_RESOURCE or not name.isdigit() or not 1 <= int(name) <= nodes:
+            error, message = INVALID_REQUEST, (f"Unexpected broker id, expected 1..{nodes} or empty string, "
+                                               f"but received {name}")
+        else:
+            listed = [R.DescribeConfigsResult.DescribeConfigsResourceResult(
+                name=key, value=value, read_only=True, is_default=False, is_sensitive=False,
+                config_source=STATIC_BROKER_CONFIG if key in given else DEFAULT_CONFIG,
+                synonyms=[], config_type=0, documentation=None)
+                for key, value in sorted(configs.items()) if wanted is None or key in wanted]
+        results.append(R.DescribeConfigsResult(error_code=error, error_message=message,
+                                               resource_type=resource.resource_type, resource_name=name,
+                                               configs=listed))
+    return bytes(R(version=version, throttle_time_ms=0, results=results).encode())
 
 
 def describe_request(request: Any) -> tuple[list[DescribeComponent], bool]:

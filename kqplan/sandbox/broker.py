@@ -300,6 +300,11 @@ class Sandbox(SaslMixin):
             return self._describe(header, request, conn, faults), False
         if key == apis.DESCRIBE_SCRAM:
             return self._describe_scram(header, request, conn), False
+        if key == apis.DESCRIBE_CONFIGS:
+            self._record(header, conn)
+            return apis.describe_configs(version, request, self.config.brokers,
+                                         self.config.described_configs(), self.config.broker_configs,
+                                         allowed=self._allowed(conn, Operation.DESCRIBE_CONFIGS)), False
         if key == apis.ALTER_SCRAM:
             return self._alter_scram(header, request, conn), False
         return self._alter(header, request, conn, faults), False

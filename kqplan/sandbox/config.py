@@ -99,6 +99,16 @@ class SandboxConfig:
     brokers: int = 1
     """How many brokers Metadata and DescribeCluster list (nodes 1..N, all this process): a
     cluster of N brokers for cluster-wide budgets, without N processes."""
+    broker_configs: Mapping[str, str] = field(default_factory=dict)
+    """Broker settings DescribeConfigs reports as set (``client.quota.callback.class``,
+    ``metrics.sample.window.ms``, ...), over Kafka's defaults of the quota settings."""
+
+    def described_configs(self) -> dict[str, str | None]:
+        """What DescribeConfigs answers for each node: Kafka's defaults of the settings that
+        decide what quotas do (an unset callback: null), then :attr:`broker_configs`."""
+        from kqplan.core.sensors import CALLBACK, DEFAULTS
+
+        return {CALLBACK: None, **{k: str(v) for k, v in DEFAULTS.items()}, **self.broker_configs}
 
     def __post_init__(self) -> None:
         if self.brokers < 1:

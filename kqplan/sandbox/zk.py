@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, Name
+from kqplan.core.entity import CLIENT_ID, IP, USER, Entity, Name, sanitize
 from kqplan.core.quotas import CLIENT_KEYS, IP_KEYS, QUOTA_KEYS, ValueType
 from kqplan.core.quotas import zookeeper_whole as stored_whole  # the core's rule, by its sandbox name
 from kqplan.core.state import QuotaState
@@ -121,22 +121,6 @@ def api_versions(version: int) -> tuple[int, bytes]:
 
 
 # -- names as ZooKeeper holds them ------------------------------------------------------------
-
-_UNRESERVED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-
-
-def sanitize(name: str) -> str:
-    """``Sanitizer.sanitize``: ``URLEncoder.encode(name, UTF-8)`` with ``*`` as ``%2A`` and the
-    space as ``%20`` (URLEncoder keeps ``a-zA-Z0-9.-*_`` and writes a space as ``+``)."""
-    out: list[str] = []
-    for char in name:
-        if char in _UNRESERVED:
-            out.append(char)
-        else:  # URLEncoder writes an unpaired surrogate as "?"
-            data = char.encode("utf-8", "replace") if not 0xD800 <= ord(char) <= 0xDFFF else b"?"
-            out.append("".join(f"%{byte:02X}" for byte in data))
-    return "".join(out)
-
 
 def node_name(name: Name) -> str:
     """``ZkAdminManager.sanitizeEntityName``: the default entity is ``<default>``."""

@@ -7,9 +7,10 @@ can hold for DOUBLE keys, are written as the JSON extensions ``NaN``/``Infinity`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kqplan.core.entity import Entity
+from kqplan.core.entity import Entity, visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
 
@@ -24,18 +25,26 @@ class Snapshot:
     cluster_id: str | None
     kafka_version: str | None = None
     mode: str | None = None
+    brokers: Mapping[int, Mapping[str, str | None] | None] | None = None
+    """Each broker's quota settings (DescribeConfigs), by node id (None: unreadable then); None:
+    not recorded."""
 
 
 def snapshot_to_json(state: QuotaState, cluster_id: str | None, *, kafka_version: str | None = None,
-                     mode: str | None = None) -> str:
+                     mode: str | None = None,
+                     brokers: Mapping[int, Mapping[str, str | None] | None] | None = None) -> str:
     """Serialize deterministically: entities sorted by display form, keys sorted; the Kafka
     version and metadata mode when known (a plan from the snapshot then follows that cluster's
-    rules, e.g. a ZooKeeper cluster's)."""
+    rules, e.g. a ZooKeeper cluster's), and each broker's quota settings when read."""
     entries = [
         {"entity": e.to_json(), "quotas": dict(sorted(state[e].items()))}
         for e in sorted(state, key=Entity.sort_key)
     ]
-    known = {k: v for k, v in (("kafka_version", kafka_version), ("mode", mode)) if v is not None}
+    known: dict[str, object] = {k: v for k, v in (("kafka_version", kafka_version), ("mode", mode))
+                                if v is not None}
+    if brokers:
+        known["brokers"] = {str(node): dict(sorted(values.items())) if values is not None else None
+                            for node, values in sorted(brokers.items())}
     doc = {"format_version": SNAPSHOT_FORMAT_VERSION, "cluster_id": cluster_id, **known, "entities": entries}
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
@@ -70,4 +79,12 @@ def parse_snapshot(text: str | bytes, *, source: str) -> Snapshot:
             raise KqplanError(f"{source}: entity {entity.display} appears twice in the snapshot")
         if entry.quotas:
             state[entity] = dict(entry.quotas)
-    return Snapshot(state, doc.cluster_id, doc.kafka_version, doc.mode)
+    brokers: dict[int, Mapping[str, str | None] | None] | None = None
+    if doc.brokers is not None:
+        brokers = {}
+        for node, values in doc.brokers.items():
+            if not node.isdigit():
+                raise KqplanError(f"{source}: brokers: '{visible(node)}' is not a broker's node id",
+                                  hint='write the node id as a string of digits, e.g. "1"')
+            brokers[int(node)] = values
+    return Snapshot(state, doc.cluster_id, doc.kafka_version, doc.mode, brokers)

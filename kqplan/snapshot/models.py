@@ -28,4 +28,8 @@ class SnapshotFile(BaseModel):
     kafka_version: str | None = None
     """The cluster's Kafka release as kqplan saw it (``>=3.9``: a lower bound from ApiVersions)."""
     mode: Literal["kraft", "zookeeper"] | None = None
+    brokers: dict[str, dict[str, str | None] | None] | None = None
+    """Each broker's quota settings as DescribeConfigs gave them, by node id (a plan from the
+    snapshot warns about a ``client.quota.callback.class`` as a plan of the cluster would);
+    null: they could not be read when the snapshot was taken."""
     entities: list[SnapshotEntry]

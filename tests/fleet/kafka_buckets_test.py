@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from kqplan.core.buckets import bucket_of
+from kqplan.core.buckets import bucket_of, recording_shapes, sensor_of
 from kqplan.core.entity import CLIENT_ID, USER, Entity
-from kqplan.core.resolve import resolve
+from kqplan.core.resolve import QuotaIndex, resolve
 from tests.helpers import REPO
 from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version
 
@@ -59,7 +59,7 @@ def test_limits_and_buckets_match_kafkas_client_quota_manager(oracle):
     done = subprocess.run(oracle, input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,
                           timeout=300)
     answers = iter(line.split("\t") for line in done.stdout.splitlines())
-    shared = 0
+    shared = unlimited = 0
     for state in cases:
         buckets: dict[Entity, int] = {}
         for user, client in probes:
@@ -68,12 +68,19 @@ def test_limits_and_buckets_match_kafkas_client_quota_manager(oracle):
             resolved = resolve(state, user, client)[KEY]
             assert (resolved.value if resolved.value is not None else "unlimited") == (
                 "unlimited" if limit == "unlimited" else float(limit)), (state, user, client)
+            tags = Entity(tuple((t, n) for t, n in ((USER, tag_user), (CLIENT_ID, tag_client)) if n))
+            # where Kafka records the connection, limited or not (apply --verify-enforcement
+            # watches a released principal there)
+            shapes = recording_shapes(state.items(), KEY)
+            recorded = sensor_of(QuotaIndex.of(state), KEY, user, client, shapes)
+            assert recorded == (tags or None), (state, user, client, tag_user, tag_client)
             if resolved.source is None:
+                unlimited += 1
                 continue  # unlimited: kqplan names no bucket
             mine = bucket_of(resolved.source, user, client)
-            tags = Entity(tuple((t, n) for t, n in ((USER, tag_user), (CLIENT_ID, tag_client)) if n))
             assert mine == tags, (state, user, client, tag_user, tag_client)
             buckets[mine] = buckets.get(mine, 0) + 1
         shared += sum(n > 1 for n in buckets.values())
     assert next(answers, None) is None
     assert shared > 100  # the states put several connections in one bucket, many times over
+    assert unlimited > 100  # and leave many connections unlimited, recorded in Kafka's fallback buckets

@@ -341,16 +341,18 @@ def write_properties(path: Path, props: Mapping[str, str]) -> Path:
 
 
 def java_command(libs: Path, main_class: str, *args: str, jvm_opts: Sequence[str] = TOOL_JVM_OPTS,
-                 log_config: Path | None = None) -> list[str]:
+                 log_config: Path | None = None, classpath: Sequence[Path] = ()) -> list[str]:
     """``java <opts> -cp 'libs/*' <main> <args>`` (java expands the wildcard itself; no shell).
 
-    ``log_config`` is a file from :func:`write_log_config` for the same ``libs``.
+    ``log_config`` is a file from :func:`write_log_config` for the same ``libs``; ``classpath``:
+    more entries after the jars (a directory of classes a test compiled, e.g. a quota callback).
     """
     logging = []
     if log_config is not None:
         logging = ([f"-Dlog4j.configuration={log_config.as_uri()}"] if uses_log4j1(libs)
                    else [f"-Dlog4j2.configurationFile={log_config}"])
-    return ["java", *jvm_opts, *logging, "-cp", str(libs / "*"), main_class, *args]
+    path = ":".join([str(libs / "*"), *map(str, classpath)])
+    return ["java", *jvm_opts, *logging, "-cp", path, main_class, *args]
 
 
 def uses_log4j1(libs: Path) -> bool:
@@ -471,6 +473,10 @@ class KafkaBroker:
     process: subprocess.Popen[bytes] | None = None
     zookeeper: subprocess.Popen[bytes] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    extra_properties: Mapping[str, str] = field(default_factory=dict)
+    """server.properties entries over the harness's own (e.g. ``client.quota.callback.class``)."""
+    classpath: Sequence[Path] = ()
+    """More classpath entries for the broker JVM, after Kafka's jars."""
 
     @property
     def spec(self) -> KafkaSpec:
@@ -612,14 +618,15 @@ class KafkaBroker:
         if self.spec.release >= (4, 0):  # older releases would log them as unknown
             props |= {"share.coordinator.state.topic.replication.factor": "1",
                       "share.coordinator.state.topic.min.isr": "1"}
-        return props
+        return props | dict(self.extra_properties)
 
     def _format(self, config: Path) -> None:
         command = java_command(self.libs, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                "-c", str(config),
                                log_config=write_log_config(self.workdir / "tools-log.properties",
                                                            target="SYSTEM_ERR", level="WARN",
-                                                           libs=self.libs))
+                                                           libs=self.libs),
+                               classpath=self.classpath)  # it checks the classes the config names
         done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
         if done.returncode != 0:
             raise BrokerStartError(f"StorageTool format failed (exit {done.returncode}):\n"
@@ -650,7 +657,7 @@ class KafkaBroker:
     def _launch(self, config: Path) -> None:
         command = java_command(self.libs, "kafka.Kafka", str(config), jvm_opts=self.jvm_opts,
                                log_config=write_log_config(self.workdir / "broker-log.properties",
-                                                           libs=self.libs))
+                                                           libs=self.libs), classpath=self.classpath)
         atexit.register(self.stop)
         self.process = self._spawn(command, self.log_file)
 

@@ -113,3 +113,35 @@ def test_a_connections_bucket_has_the_quota_resolve_gives_it(entries, user, clie
     measured = bucket_of(resolved.source, user, client_id)
     assert measured is not None
     assert bucket_quota(QuotaIndex.of(state), measured, P) == (resolved.value, resolved.source)
+
+
+@given(st.text(min_size=1, max_size=20), st.booleans())
+def test_the_label_a_name_carries_reads_back_as_the_name(name, user):
+    """kqplan.metrics.buckets.label writes a name as Kafka's JMX name and the exporter carry it
+    (sanitized for the user tag, quoted by JMX when it holds a reserved character); tag reads it
+    back. A watched bucket is asked for by these labels (apply --verify-enforcement, throttled)."""
+    from kqplan.metrics.buckets import label
+
+    assert tag(label(name, user=user), user=user) == name
+
+
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=12)),
+                min_size=1, max_size=4))
+def test_the_matchers_of_watched_buckets_select_their_series(pairs):
+    """The regular expressions of matchers() (Go's RE2 syntax, inside PromQL strings) match every
+    watched bucket's labels, whole — checked with Python's re, which reads RE2's escapes alike."""
+    import re
+
+    from kqplan.core.entity import Entity
+    from kqplan.metrics.buckets import label, matchers
+
+    buckets = [Entity.user_client(u, c) for u, c in pairs]
+    buckets += [Entity.user(pairs[0][0]), Entity.client(pairs[0][1])]
+    found = dict(re.findall(r'(\w+)=~"((?:[^"\\]|\\.)*)"', matchers(buckets, "user", "client_id")))
+    unquoted = {k: re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), v)
+                for k, v in found.items()}
+    for bucket in buckets:
+        user = label(bucket.get("user") or "", user=True) if "user" in bucket else ""
+        client = label(bucket.get("client-id") or "", user=False) if "client-id" in bucket else ""
+        assert re.fullmatch(unquoted["user"], user), (bucket, unquoted["user"], user)
+        assert re.fullmatch(unquoted["client_id"], client), (bucket, unquoted["client_id"], client)

@@ -9,11 +9,12 @@ pool broker is not started again after it."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import threading
 import time
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.helpers import run_cli, write_manifest
 from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version, tail
 from tests.kafka.plugin import MARKER, BrokerPool
 from tests.metrics import traffic
+from tests.metrics.recorded import record
 from tests.metrics.scenario import (
     BASELINE,
     BEFORE_SECONDS,
@@ -28,10 +30,9 @@ from tests.metrics.scenario import (
     CLUSTER,
     MANIFEST,
     PASSWORDS,
+    RAMP_SECONDS,
     TOPIC,
-    TRAFFIC_SECONDS,
     UNMANAGED,
-    VERIFY_WINDOW,
     MetricsSpec,
     Scenario,
     Stack,
@@ -74,10 +75,13 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="package")
 def scenario(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
-    """The issue's sequence on the real broker: BASELINE (every bucket a pair) and gina's quota
-    applied, the clients run; after BEFORE_SECONDS ``plan --usage-from-metrics`` forecasts which
-    buckets MANIFEST would throttle; ``apply --verify-enforcement`` applies it while the clients
-    keep running, and watches Kafka enforce it; then Prometheus catches up."""
+    """The issue's sequence on the real broker: BASELINE (every bucket a pair, raiser's quota
+    throttling it) and gina's quota applied, the clients run; after BEFORE_SECONDS ``plan
+    --usage-from-metrics`` forecasts which buckets MANIFEST would throttle; ``apply
+    --verify-enforcement`` (its default window) applies it while the clients keep running, and
+    watches Kafka enforce it, bucket by bucket, until each is decided; the clients stop once it
+    returns; then Prometheus catches up. With ``$KQPLAN_RECORD_METRICS`` set to a file, the
+    changed buckets' readings are written there (tests/metrics/recorded/)."""
     root = tmp_path_factory.mktemp("metrics-manifests")
     manifests = write_manifest(root / "managed" / "quotas.yaml", MANIFEST).parent
     baseline = write_manifest(root / "baseline" / "quotas.yaml", BASELINE).parent
@@ -87,40 +91,35 @@ def scenario(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Scenario
         applied = run_cli("apply", directory, "--bootstrap-server", bootstrap, "--auto-approve")
         assert applied.exit_code == 0, applied.stderr
     _topic_and_acls(bootstrap)
+    clients = traffic.Traffic(CLIENTS, stack.broker.sasl_bootstrap, PASSWORDS, TOPIC).start()
+    start = time.time()  # every client connected: the rates hold from now
     moved: dict[traffic.Client, int] = {}
-    failed: list[BaseException] = []
-
-    def run_traffic() -> None:
-        try:
-            moved.update(traffic.run(CLIENTS, stack.broker.sasl_bootstrap, PASSWORDS, TOPIC, TRAFFIC_SECONDS))
-        except BaseException as exc:
-            failed.append(exc)
-
-    start = time.time()
-    clients = threading.Thread(target=run_traffic, name="metrics-traffic")
-    clients.start()
     try:
         time.sleep(BEFORE_SECONDS)
         stack.prometheus.wait_for_scrape_after(time.time())
         metrics = ("--prometheus", stack.prometheus.url, "--selector", f'{{kafka_cluster="{CLUSTER}"}}')
-        since = f"{math.ceil(time.time() - start)}s"
+        since = f"{math.floor(time.time() - start - RAMP_SECONDS)}s"
         planned = run_cli("plan", manifests, "--bootstrap-server", bootstrap, "--usage-from-metrics",
                           *metrics, "--since", since, "--step", "1s", "--format", "json")
         assert planned.exit_code == 0, planned.stderr
         applied_at = time.time()
+        report = root / "report.json"
         applied = run_cli("apply", manifests, "--bootstrap-server", bootstrap, "--auto-approve",
-                          f"--verify-enforcement={VERIFY_WINDOW}s", *metrics)
+                          "--verify-enforcement", "--report", report, *metrics)
         _topic_and_acls(bootstrap, "after-apply")  # a controller mutation under dave's new quota type
+        moved = clients.stop()
     finally:
-        clients.join(TRAFFIC_SECONDS + 120)
-    if failed:
-        raise failed[0]
+        clients.stop_now()
     end = time.time()
     stack.prometheus.wait_for_scrape_after(end + 1)
     (root / "plan.json").write_text(planned.stdout)  # for a reader of a failed run
     (root / "apply.txt").write_text(applied.stdout + applied.stderr)
-    return Scenario(stack, manifests, start, end, moved, applied_at, planned.json["usage"], planned.stdout,
-                    applied.stdout + applied.stderr, applied.exit_code)
+    found = Scenario(stack, manifests, start, end, moved, applied_at, planned.json["usage"], planned.stdout,
+                     applied.stdout + applied.stderr, applied.exit_code,
+                     json.loads(report.read_text()) if report.exists() else {})
+    if os.environ.get("KQPLAN_RECORD_METRICS"):
+        record(found, Path(os.environ["KQPLAN_RECORD_METRICS"]))
+    return found
 
 
 def _topic_and_acls(bootstrap: str, topic: str = TOPIC) -> None:

@@ -101,8 +101,8 @@ def matrix(*series: tuple[dict[str, str], Sequence[tuple[float, float]]]) -> Ans
 @dataclass
 class Scripted:
     """A Prometheus with scripted series: per quota ``resource``, the throttle series (labels,
-    points) its range query returns and the usage samples (labels, peak) its instant query does;
-    ``count`` answers the series-count query."""
+    points) its throttle range query returns, and the usage (labels, peak) its usage range query
+    returns at every step of the range; ``count`` answers the series-count query."""
 
     throttled: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]] = field(default_factory=dict)
     usage: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
@@ -112,8 +112,48 @@ class Scripted:
         query = request.params.get("query", "")
         resource = next((r for r in ("Produce", "Fetch", "Request", "ControllerMutation")
                          if f'resource="{r}"' in query), "")
+        if request.path == "/api/v1/query_range" and "throttle_time" not in query:
+            start, end, step = (float(request.params[k]) for k in ("start", "end", "step"))
+            # at every step of the range, and when the scripted throttling was
+            steps = {start + i * step for i in range(int((end - start) // step) + 1)} | {
+                t for _, points in self.throttled.get(resource, []) for t, _ in points}
+            return matrix(*[(labels, [(t, peak) for t in sorted(steps)])
+                            for labels, peak in self.usage.get(resource, [])])
         if request.path == "/api/v1/query_range":
             return matrix(*self.throttled.get(resource, []))
         if query.startswith("count("):
             return vector(({}, self.count)) if self.count else vector()
         return vector(*self.usage.get(resource, []))
+
+
+def steady(labels: dict[str, str], usage: float, *, throttle: float = float("nan"),
+           resource: str = "Produce", broker: str = "b1", fail_samples: bool = False) -> Script:
+    """A Prometheus whose one bucket (``labels``) reads ``usage`` and ``throttle`` every second, at
+    whatever time it is asked about: the usage range queries (``fleet usage``, the forecast, the
+    watch list) and the raw samples of ``apply --verify-enforcement``'s watch (``SERIES[Ns]`` at a
+    time: the readings of the seconds before it). ``fail_samples``: the watch's queries get HTTP 500."""
+    import math
+    import re
+
+    def points(start: float, end: float, step: float, value: float) -> list[tuple[float, float]]:
+        return [(start + i * step, value) for i in range(int((end - start) // step) + 1)]
+
+    def script(request: Request) -> Answer:
+        query = request.params.get("query", "")
+        mine = f'resource="{resource}"' in query
+        if request.path == "/api/v1/query_range":
+            if mine and "byte_rate" in query:
+                start, end, step = (float(request.params[k]) for k in ("start", "end", "step"))
+                return matrix((labels, points(start, end, step, usage)))
+            return matrix()
+        found = re.search(r"\[(\d+)s\]$", query)
+        if found and mine:
+            if fail_samples:
+                return Answer.json({"status": "error", "errorType": "internal", "error": "down"}, 500)
+            at, span = float(request.params["time"]), int(found.group(1))
+            value = usage if "byte_rate" in query else throttle
+            return matrix(({**labels, "resource": resource, "instance": broker},
+                           points(math.floor(at - span) + 1, at, 1.0, value)))
+        return vector()
+
+    return script

@@ -18,7 +18,7 @@ from kqplan.metrics.names import DEFAULT_KEYS, MetricNames
 from kqplan.metrics.prometheus import MAX_POINTS, Prometheus
 from kqplan.metrics.source import PrometheusSource, endpoint
 from tests.helpers import run_cli
-from tests.metrics.scenario import CALM, CLUSTER, MANIFEST, PREDICTED, Scenario
+from tests.metrics.scenario import CALM, CLUSTER, MANIFEST, PREDICTED, RAISED, Scenario
 from tests.metrics.stack import get
 
 KEYS = {metrics.resource: metrics.key for metrics in DEFAULT_KEYS}
@@ -78,9 +78,37 @@ def test_kqplan_throttled_lists_exactly_those_buckets_with_entity_and_manifest_l
         assert row["brokers"] == [f"127.0.0.1:{stack.exporter_port}"]
         assert row["peak_usage"] is not None
         assert row["peak_usage"] > 0
+        # held at its quota while throttled: only the raised bucket's quota is above its usage then
+        assert row["usage_under_quota_now"] is ((key, bucket) == RAISED), row
     # worst first
     peaks = [row["peak_throttle_ms"] for row in report["throttled"]]
     assert peaks == sorted(peaks, reverse=True)
+
+
+def test_throttling_ends_when_kafkas_sensor_says(scenario):
+    """raiser's quota was raised at the alter: its throttle-time stayed above 0 for another 60 s
+    (metrics.num.samples × metrics.sample.window.ms, read from the broker), but its throttling ended
+    at the alter — and the row says why its usage then is far under its quota now."""
+    from datetime import UTC, datetime
+
+    stack = scenario.stack
+    changed = datetime.fromtimestamp(scenario.changed, UTC)
+    result = run_cli("throttled", scenario.manifests, "--bootstrap-server", stack.broker.bootstrap,
+                     "--prometheus", stack.prometheus.url, "--since", _since(scenario), "--step", "1s",
+                     "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json["throttle_memory_seconds"] == 60.0
+    rows = {(row["key"], Entity.from_json(row["bucket"])): row for row in result.json["throttled"]}
+    raiser = rows[RAISED]
+    assert raiser["ongoing"] is False
+    ended = datetime.fromisoformat(raiser["ended"].replace("Z", "+00:00"))
+    last_step = datetime.fromisoformat(raiser["last_throttled_step"].replace("Z", "+00:00"))
+    assert abs((ended - changed).total_seconds()) <= 5, (raiser, changed)
+    assert (last_step - ended).total_seconds() == 60  # the echo, not throttling
+    assert "the quota was lower then and changed since" in raiser["note"]
+    text = run_cli("throttled", scenario.manifests, "--bootstrap-server", stack.broker.bootstrap,
+                   "--prometheus", stack.prometheus.url, "--since", _since(scenario), "--step", "1s")
+    assert "stays above 0 for 1 min after the last throttled response" in text.stdout
 
 
 def test_the_text_form_says_which_entity_and_line(scenario):

@@ -4,6 +4,7 @@ the buckets, worst first, their quota from one describe, the manifest line, what
 from __future__ import annotations
 
 import json
+import time
 
 import kqplan.cli.throttled  # noqa: F401  (registers the command, whatever kqplan.cli.main lists)
 from kqplan.core.entity import Entity
@@ -77,18 +78,20 @@ def test_what_it_asks_prometheus(tmp_path):
     assert result.exit_code == 0, result.stderr
     ranges = [r for r in served.requests if r.path == "/api/v1/query_range"]
     throttle = 'kafka_server_quota_throttle_time{{resource="{}",kafka_cluster="prod"}}'
-    assert [r.params["query"] for r in ranges] == [
+    assert [r.params["query"] for r in ranges if "throttle_time" in r.params["query"]] == [
         f"max_over_time({throttle.format(resource)}[30s]) > 0"
         for resource in ("Produce", "Fetch", "Request", "ControllerMutation")]
     assert {r.params["step"] for r in ranges} == {"30"}
     first = ranges[0].params
     assert float(first["end"]) - float(first["start"]) == 2 * 3600 - 30  # 240 points cover 2 h
-    usage = [r.params["query"] for r in served.requests if r.path == "/api/v1/query"]
+    # the throttled buckets' usage over the window, narrowed to them by their labels (JMX's quotes
+    # of the client-id kept, escaped for a regular expression in a PromQL string)
+    usage = [r.params["query"] for r in ranges if "byte_rate" in r.params["query"]]
     assert usage == [
         'max by (user, client_id) (max_over_time(kafka_server_quota_byte_rate{resource="Produce",'
-        'kafka_cluster="prod"}[7200s]))',
+        'kafka_cluster="prod",user=~"|alice",client_id=~"|\\"odd\\\\|app <!-- `x` @team\\""}[30s]))',
         'max by (user, client_id) (max_over_time(kafka_server_quota_byte_rate{resource="Fetch",'
-        'kafka_cluster="prod"}[7200s]))']
+        'kafka_cluster="prod",user=~"frank",client_id=~""}[30s]))']
 
 
 def test_the_text_and_markdown_forms_escape_every_name(tmp_path):
@@ -111,7 +114,7 @@ def test_the_text_and_markdown_forms_escape_every_name(tmp_path):
     assert "<!--" not in body
     rows = [line for line in body.splitlines() if line.startswith("| `")]
     assert len(rows) == 3
-    assert all(row.count(" | ") == 6 for row in rows)
+    assert all(row.count(" | ") == 7 for row in rows)
 
 
 def test_nothing_throttled(tmp_path):
@@ -156,3 +159,56 @@ def test_an_inventory_cluster_gives_the_target_and_the_manifests(tmp_path, monke
     assert result.json["cluster"] == "prod"
     alice = next(r for r in result.json["throttled"] if r["bucket"] == {"user": "alice"})
     assert alice["declared"] == "m/quotas.yaml:4:5"
+
+
+def test_the_throttling_ended_a_throttle_sensor_memory_before_its_last_step(tmp_path):
+    """Kafka's throttle-time stays above 0 for the broker's metrics.num.samples ×
+    metrics.sample.window.ms after the last throttled response: 10 s on a broker set to 5000 ms
+    (read from it: here, as a snapshot of it recorded it), 60 s with Kafka's defaults."""
+    t0 = 1_700_000_000.0
+    script = Scripted(throttled={"Produce": [({"user": "alice", "instance": "b1"},
+                                              [(t0 + i, 300.0) for i in range(31)])],
+                                 "Fetch": [({"user": "frank", "instance": "b1"}, [(t0, 900.0)])]},
+                      usage={"Produce": [({"user": "alice"}, 41000.0)],
+                             "Fetch": [({"user": "frank"}, 2000.0)]})
+    found = {}
+    for name, brokers in (("short", {"1": {"metrics.sample.window.ms": "5000"}}), ("defaults", None)):
+        snapshot = tmp_path / f"{name}.json"
+        doc = {"format_version": 1, "cluster_id": "c", "entities": [
+            {"entity": {"user": "alice"}, "quotas": {P: 40960.0}},
+            {"entity": {"user": None}, "quotas": {C: 10240.0}}]}
+        if brokers:
+            doc["brokers"] = brokers
+        snapshot.write_text(json.dumps(doc))
+        with serve(script) as served:
+            result = run_cli("throttled", "--state", snapshot, "--prometheus", served.url, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        found[name] = result.json
+    short = {r["bucket"]["user"]: r for r in found["short"]["throttled"]}
+    assert found["short"]["throttle_memory_seconds"] == 10.0
+    assert short["alice"]["last_throttled_step"] == "2023-11-14T22:13:50Z"
+    assert short["alice"]["ended"] == "2023-11-14T22:13:40Z"  # 10 s before it
+    assert short["alice"]["ongoing"] is False
+    defaults = {r["bucket"]["user"]: r for r in found["defaults"]["throttled"]}
+    assert found["defaults"]["throttle_memory_seconds"] == 60.0
+    assert defaults["alice"]["ended"] == "2023-11-14T22:13:20Z"  # never before its first step
+    # frank's usage while throttled stayed far under his quota now: said, with why
+    assert short["frank"]["usage_under_quota_now"] is True
+    assert "the quota was lower then and changed since, or another limit applied" in short["frank"]["note"]
+    assert short["alice"]["usage_under_quota_now"] is False
+    assert short["alice"]["note"] is None
+
+
+def test_a_throttling_at_the_windows_end_may_go_on(tmp_path):
+    snapshot, _ = _files(tmp_path)
+    now = time.time()
+    script = Scripted(throttled={"Produce": [({"user": "alice", "instance": "b1"},
+                                              [(now - 120 + i, 300.0) for i in range(0, 121, 60)])]},
+                      usage={"Produce": [({"user": "alice"}, 41000.0)]})
+    with serve(script) as served:
+        result = run_cli("throttled", "--state", snapshot, "--prometheus", served.url, "--format", "json",
+                         "--since", "2m")
+        text = run_cli("throttled", "--state", snapshot, "--prometheus", served.url, "--since", "2m")
+    (alice,) = result.json["throttled"]
+    assert (alice["ongoing"], alice["ended"]) == (True, None)
+    assert "    ended      still throttled at the end of the window" in text.stdout

@@ -112,6 +112,8 @@ def real_outputs(tmp_path) -> dict[str, list[Any]]:
         assert any(e["error"] for e in failed.json["entities"])
         outputs["report"].append(failed.json)
 
+    outputs["report"] += enforcement_reports(tmp_path)
+
     bad = tmp_path / "bad"
     write_manifest(bad / "bad.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rat: 1}\n")
     write_manifest(bad / "dup.yaml", "entities:\n  - user: b\n    quotas: {producer_byte_rate: 1}\n"
@@ -123,6 +125,28 @@ def real_outputs(tmp_path) -> dict[str, list[Any]]:
     assert error.exit_code == 1
     outputs["errors"] += [diags.json, json.loads(error.stderr)]
     return outputs
+
+
+def enforcement_reports(tmp_path) -> list[Any]:
+    """Apply reports with ``enforcement``: a watch that decided (a sandbox whose brokers report sensor
+    windows of seconds, a Prometheus reading a steady bucket), and one Prometheus stopped answering."""
+    from tests.metrics.server import serve, steady
+
+    small = {"quota.window.num": "2", "quota.window.size.seconds": "1", "metrics.num.samples": "2",
+             "metrics.sample.window.ms": "1000"}
+    reports = []
+    for failing in (False, True):
+        seed = {Entity.user("u"): {"producer_byte_rate": 100_000.0}}
+        with Sandbox.start(SandboxConfig(seed=seed, broker_configs=small)) as box, \
+                serve(steady({"user": "u"}, 50_000.0, fail_samples=failing)) as served:
+            manifest = write_manifest(tmp_path / "e" / "q.yaml",
+                                      "entities:\n  - user: u\n    quotas: {producer_byte_rate: 25600}\n")
+            applied = run_cli("apply", manifest, "--bootstrap-server", box.bootstrap, "--auto-approve",
+                              "--format", "json", "--verify-enforcement", "--prometheus", served.url)
+        assert applied.exit_code == 1, applied.stderr  # contradicted, or the watch failed
+        reports.append(json.loads(applied.stdout))
+    assert [r["enforcement"]["status"] for r in reports] == ["verified", "failed"]
+    return reports
 
 
 def test_plan_report_and_errors_match_their_schemas_and_use_every_property(tmp_path):
