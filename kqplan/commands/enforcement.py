@@ -126,7 +126,8 @@ def verify(metrics: Metrics, watches: Sequence[Watch], *, changed: float, window
         found = bucket_readings(metrics.server, metrics.names, metrics.extra, watched, since=since, at=now)
         latest = {i: judge(w, found[w.bucket, w.key], changed=since, sensors=sensors[w.key])
                   for i, w in waiting}
-        decided.update((i, v) for i, v in latest.items() if v.outcome is not Outcome.NOT_YET)
+        decided.update((i, replace(v, decided_at=now)) for i, v in latest.items()
+                       if v.outcome is not Outcome.NOT_YET)
         progress(f"Verifying enforcement: {len(decided)} of {len(watches)} buckets decided "
                  f"({now - changed:.0f} s of {window:.0f} s)")
         if len(decided) == len(watches) or now >= changed + window:

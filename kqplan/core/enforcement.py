@@ -178,6 +178,8 @@ class Verdict:
     """Muted: when the delay Kafka gave ends."""
     asked_ms: float | None = None
     """Muted: the delay the new quota asks for the usage before the throttling (ms)."""
+    decided_at: float | None = None
+    """When the watch decided it (set by the watch, not the judge: the judge has no clock)."""
 
 
 def judge(watch: Watch, readings: Readings, *, changed: float, sensors: Sensors) -> Verdict:

@@ -94,6 +94,8 @@ def _numbers(v: Verdict, view: EnforcementView) -> str:
     w = v.watch
     before = f" (before: {_value(w.before, unit)})" if w.before != w.quota else ""
     parts = [f"quota {_value(w.quota, unit)}{before}"]
+    if v.decided_at is not None:
+        parts.insert(0, f"decided {v.decided_at - view.changed:.0f} s after the change")
     if v.readings:
         where = f" on {v.broker}" if v.broker else ""
         parts.append(f"usage {_value(v.usage, unit)} (median of the last {min(RECENT, v.readings)} of "
@@ -188,7 +190,7 @@ def enforcement_json(view: EnforcementView) -> dict[str, Any]:
             "readings_from": _iso(v.since), "broker": v.broker, "throttle_ms": _number(v.throttle_ms),
             "throttled_after_change_from": _iso(v.throttled_since),
             "expected_throttled": v.watch.expect, "usage_before": _number(v.watch.demand),
-            "joined": [b.to_json() for b in v.watch.joined],
+            "joined": [b.to_json() for b in v.watch.joined], "decided_at": _iso(v.decided_at),
         } for v in listed],
         "quiet_split_buckets": len(view.verdicts) - len(listed),
     }
