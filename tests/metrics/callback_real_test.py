@@ -28,11 +28,11 @@ import pytest
 from kqplan.core.entity import Entity
 from tests.helpers import REPO, run_cli, write_manifest
 from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version
-from tests.kafka.plugin import MARKER, BrokerPool
+from tests.kafka.plugin import MARKER
 from tests.metrics import traffic
 from tests.metrics.conftest import _topic_and_acls
 from tests.metrics.scenario import MetricsSpec, Stack
-from tests.metrics.stack import PROMETHEUS_INSTALL, PrometheusServer, exporter_broker, prometheus_binary
+from tests.metrics.stack import PrometheusServer, exporter_broker, own_stack
 
 CALLBACK = "NoLimitQuotaCallback"
 CLUSTER = "callback-test"
@@ -52,7 +52,7 @@ entities:
       producer_byte_rate: 25KiB
 """
 CLIENT = traffic.Client("lowered", "low-1", 45_000)
-BEFORE_SECONDS = 10.0
+BEFORE_SECONDS = 6.0
 
 
 @dataclass(frozen=True, order=True)
@@ -84,13 +84,7 @@ def _compiled(libs: Path, into: Path) -> Path:
                                                      id=f"{MARKER}-{pinned_kafka_version()}-kraft-callback",
                                                      marks=pytest.mark.real_kafka)])
 def callback_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    if os.environ.get("KQPLAN_TEST_BOOTSTRAP"):
-        pytest.skip("an external cluster (KQPLAN_TEST_BOOTSTRAP): no broker here to give a callback")
-    binary = prometheus_binary()
-    if binary is None:
-        pytest.skip(f"Prometheus is not installed ({PROMETHEUS_INSTALL})")
-    pool: BrokerPool = request.getfixturevalue("kafka_pool")
-    pool.stop()  # one JVM at a time on two cores
+    binary = own_stack(request, "give a quota callback")
     spec: CallbackSpec = request.param
     libs = ensure_kafka_libs(spec.version)
     root = tmp_path_factory.mktemp("callback")

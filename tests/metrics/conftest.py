@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers import run_cli, write_manifest
 from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version, tail
-from tests.kafka.plugin import MARKER, BrokerPool
+from tests.kafka.plugin import MARKER
 from tests.metrics import traffic
 from tests.metrics.recorded import record
 from tests.metrics.scenario import (
@@ -37,7 +37,7 @@ from tests.metrics.scenario import (
     Scenario,
     Stack,
 )
-from tests.metrics.stack import PROMETHEUS_INSTALL, PrometheusServer, exporter_broker, prometheus_binary
+from tests.metrics.stack import PrometheusServer, exporter_broker, own_stack
 
 _running: list[Stack] = []  # for the logs of a failed test
 Reporting = Generator[None, pytest.TestReport, pytest.TestReport]
@@ -51,13 +51,7 @@ def _spec() -> MetricsSpec:
                                                       marks=pytest.mark.real_kafka)])
 def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The broker with the exporter, and Prometheus scraping it every second."""
-    if os.environ.get("KQPLAN_TEST_BOOTSTRAP"):
-        pytest.skip("an external cluster (KQPLAN_TEST_BOOTSTRAP): no JVM here to attach the exporter to")
-    binary = prometheus_binary()
-    if binary is None:
-        pytest.skip(f"Prometheus is not installed ({PROMETHEUS_INSTALL})")
-    pool: BrokerPool = request.getfixturevalue("kafka_pool")
-    pool.stop()  # two JVMs on two cores: the pool starts its broker again if a later test asks
+    binary = own_stack(request, "attach the exporter to")
     spec: MetricsSpec = request.param
     libs = ensure_kafka_libs(spec.version)
     broker, port = exporter_broker(libs, tmp_path_factory.mktemp("metrics-kafka"), spec.version, PASSWORDS)

@@ -117,7 +117,7 @@ CLIENTS = (
     # {user=lowered} 100 KiB -> 25 KiB: 45 KB/s
     Client("lowered", "low-1", 45_000),
 )
-BEFORE_SECONDS = 24.0
+BEFORE_SECONDS = 18.0
 """Traffic under BASELINE before the plan, from the moment every client is connected."""
 RAMP_SECONDS = 12.0
 """The first seconds of it, left out of the forecast: Kafka's byte-rate of a new bucket averages

@@ -40,6 +40,24 @@ def prometheus_binary() -> str | None:
     return shutil.which("prometheus", path="/usr/bin:/usr/local/bin:/usr/sbin:/bin")
 
 
+def own_stack(request: Any, needs: str) -> str:
+    """The Prometheus binary for a test that starts its own broker and Prometheus: skipped against
+    an external cluster (``needs``: what it would do to a broker of its own) or without Prometheus;
+    the session pool's broker stopped first (two JVMs on two cores slow both; the pool starts it
+    again if a later test asks)."""
+    import os
+
+    import pytest
+
+    if os.environ.get("KQPLAN_TEST_BOOTSTRAP"):
+        pytest.skip(f"an external cluster (KQPLAN_TEST_BOOTSTRAP): no broker here to {needs}")
+    binary = prometheus_binary()
+    if binary is None:
+        pytest.skip(f"Prometheus is not installed ({PROMETHEUS_INSTALL})")
+    request.getfixturevalue("kafka_pool").stop()
+    return binary
+
+
 def agent_jar(libs: Path) -> Path:
     """The JMX exporter's java agent among the jars tests/kafka/pom.xml fetched."""
     found = sorted(libs.glob("jmx_prometheus_javaagent-*.jar"))
