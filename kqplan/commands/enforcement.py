@@ -86,8 +86,8 @@ def expectations(metrics: Metrics, before: QuotaState, after: QuotaState, name: 
 def default_window(settings: ClusterSettings, keys: Sequence[str]) -> float:
     """The default ``--verify-enforcement`` window: time for the slowest sensor to forget what came
     before the change, and for a few readings after; at least :data:`DEFAULT_WINDOW`."""
-    longest = max((sensors_of(settings, k).throttle.memory + sensors_of(settings, k).usage.clean
-                   for k in keys), default=0.0)
+    longest = max((s.throttle.memory + s.usage.clean for s in (sensors_of(settings, k) for k in keys)),
+                  default=0.0)
     return max(DEFAULT_WINDOW, longest + MARGIN)
 
 

@@ -175,10 +175,6 @@ def _longest(sensors: Sequence[Sensor]) -> Sensor:
     return max(sensors, key=lambda s: (s.clean, s.memory))
 
 
-UNKNOWN = ClusterSettings()
-"""No broker read (a snapshot): Kafka's defaults."""
-
-
 def seconds(value: float) -> str:
     """``60 s``, ``1.5 s``: a sensor span as messages give it."""
     return f"{value:.0f} s" if math.isclose(value, round(value)) else f"{value:g} s"

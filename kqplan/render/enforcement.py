@@ -35,8 +35,6 @@ class EnforcementView:
     """Per key, the unit of its usage and quota (``B/s``, ``%``, ``/s``)."""
     status: str = "verified"
     """``verified`` (the watch ended), ``in progress`` (written before it), ``interrupted``."""
-    watched: int | None = None
-    """How many buckets the plan changes with usage (None: every verdict is listed)."""
 
     @property
     def listed(self) -> list[Verdict]:
