@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import json
-import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kqplan import deadline
-from kqplan.apply.protocol import Journal, apply, check_stale
+from kqplan.apply.protocol import apply, check_stale
+from kqplan.commands.report import Recorder
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.cluster import Cluster
 from kqplan.core.desired import DesiredState
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.plan import ClusterRef, Plan
-from kqplan.core.report import ApplyReport, RunStatus
+from kqplan.core.report import RunStatus
 from kqplan.core.state import QuotaState
-from kqplan.files import check_writable, write_atomically
+from kqplan.files import check_writable
 from kqplan.pipeline.guarded import (
     DEFAULT_GUARDRAILS,
     Guardrails,
@@ -37,9 +33,7 @@ from kqplan.pipeline.guarded import (
 )
 from kqplan.pipeline.inputs import manifest_paths
 from kqplan.pipeline.target import Target, open_cluster
-from kqplan.planfile.codec import plan_to_json
 from kqplan.planfile.file import read_plan
-from kqplan.render.apply import render_apply, report_to_json
 from kqplan.render.escape import terminal
 from kqplan.render.text import render_text
 
@@ -205,123 +199,6 @@ def _verified(watching: _Watching, changed: float, record: Recorder, streams: St
     (streams.warn if as_json else streams.print)(render_enforcement(view), end="")
     record.enforced(enforcement_json(view))
     return found.contradicted == 0
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the apply stands so that its report is written (as Ctrl-C is)."""
-
-
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Recorder:
-    """The ``--report`` file of one apply, true at every moment: an ``in progress`` document
-    replaces the previous run's before the first real alter, and the final one is written however
-    the apply ends — a result, an error (what was known then, and the error), Ctrl-C or SIGTERM
-    (``interrupted``). A report from an older run is never left standing."""
-
-    def __init__(self, path: Path | None, where: str, as_json: bool, streams: Streams) -> None:
-        self.path, self.where, self.as_json, self.streams = path, where, as_json, streams
-        self.started_at = _now()
-        self.journal: Journal | None = None
-        self.digest: str | None = None
-        self.done = False
-        self._previous: Any = None
-        self._result: ApplyReport | None = None
-        self._enforcement: dict[str, Any] | None = None
-        """The report's ``enforcement`` object: ``in progress`` while apply watches the metrics."""
-
-    def __enter__(self) -> Recorder:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, _terminate)
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        try:
-            if not self.done and self.path is not None:
-                self._write(self._stopped(exc))
-            elif self._enforcement is not None and self._enforcement.get("status") == "in progress":
-                self._watch_stopped(exc)
-        finally:
-            if self._previous is not None:
-                signal.signal(signal.SIGTERM, self._previous)
-
-    def planned(self, plan: Plan) -> Journal:
-        """The plan is known: from now on a report lists its entities."""
-        self.journal = Journal(plan)
-        self.digest = str(plan_to_json(plan)["digest"]) if self.path is not None else None
-        return self.journal
-
-    def begin(self) -> None:
-        """Before the first request that changes anything: ``in progress``, every entity not sent
-        yet (only into a regular file: a pipe or /dev/stdout gets the final document alone)."""
-        path = self.path
-        if path is None or self.journal is None or (path.exists() and not path.is_file()):
-            return
-        self._write(self.journal.report(RunStatus.IN_PROGRESS))
-
-    def finish(self, result: ApplyReport, *, quiet: bool = False, color: bool = False,
-               verifying: bool = False) -> None:
-        """The apply's result: the file, and stdout (the JSON document, or the text). ``verifying``:
-        the metrics are watched next, so the file says ``enforcement: in progress`` and the JSON
-        document waits for :meth:`enforced`."""
-        self.done = True
-        self._result = result
-        if verifying:
-            self._enforcement = {"status": "in progress"}
-        document = self._document(result, finished=True)
-        if self.path is not None:
-            write_atomically(self.path, document)
-        if self.as_json and not verifying:
-            self.streams.print(document, end="")
-        elif not quiet and not self.as_json:
-            self.streams.print(render_apply(result, color=color), end="")
-
-    def enforced(self, enforcement: dict[str, Any]) -> None:
-        """The watch of the metrics ended: the report with its ``enforcement``, file and stdout."""
-        assert self._result is not None
-        self._enforcement = enforcement
-        document = self._document(self._result, finished=True)
-        if self.path is not None:
-            write_atomically(self.path, document)
-        if self.as_json:
-            self.streams.print(document, end="")
-
-    def _watch_stopped(self, exc: BaseException | None) -> None:
-        """The watch stopped early (Ctrl-C, SIGTERM, an error): the alter stands, the report says so."""
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        error = None if interrupted else exc.message if isinstance(exc, KqplanError) else (
-            f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None)
-        self.enforced({"status": "interrupted" if interrupted else "failed", "error": error})
-
-    def _stopped(self, exc: BaseException | None) -> ApplyReport:
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        status = RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED
-        error = (None if interrupted else exc.message if isinstance(exc, KqplanError)
-                 else f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None)
-        if self.journal is not None:
-            return self.journal.report(status, error)
-        return ApplyReport(ClusterRef(None, self.where), (), False, 0,
-                           {"describe": 0, "alter_validate": 0, "alter": 0}, status=status, error=error)
-
-    def _write(self, result: ApplyReport) -> None:
-        assert self.path is not None
-        finished = result.status is not RunStatus.IN_PROGRESS
-        write_atomically(self.path, self._document(result, finished=finished))
-
-    def _document(self, result: ApplyReport, *, finished: bool) -> str:
-        result = replace(result, started_at=self.started_at, plan_digest=self.digest,
-                         finished_at=_now() if finished else None)
-        document = report_to_json(result)
-        if self._enforcement is not None:
-            document["enforcement"] = self._enforcement
-        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def check_rollout_stale(plan: Plan, brokers: int | None) -> None:
