@@ -11,6 +11,7 @@ under its ``--out`` directory, refusing names that would leave it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -197,6 +198,14 @@ def _unwritable(path: Path) -> tuple[str, str | None] | None:
             except OSError as exc:
                 return f"it is a FIFO that cannot be written now ({exc.strerror or exc})", None
         return None
+    try:
+        os.stat(path)
+    except OSError as exc:  # a dangling link or a new file is fine: writing creates it
+        if exc.errno == errno.ELOOP:
+            return "it is a symbolic link that loops (or one of its directories is)", \
+                "remove the link, or give another file name"
+        if exc.errno == errno.ENOTDIR:
+            return "a part of its directory is not a directory", None
     target = _target(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
@@ -208,13 +217,6 @@ def _unwritable(path: Path) -> tuple[str, str | None] | None:
     if len(target.name.encode("utf-8", "surrogateescape")) > NAME_MAX:
         return f"the file name is over {NAME_MAX} bytes", None
     return None
-
-
-def writable_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be written, or None. A stream (``/dev/stdout``, a pipe) is writable in
-    place."""
-    found = _unwritable(path)
-    return None if found is None else found[0]
 
 
 def check_writable(path: Path, what: str) -> None:

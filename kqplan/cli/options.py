@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from kqplan.core.errors import KqplanError
 
 if TYPE_CHECKING:
     from kqplan.pipeline.target import Target
@@ -64,7 +67,6 @@ def target_of(state: Path | None, bootstrap: str | None, command_config: Path | 
 def start_timeout(timeout: str | None) -> None:
     """``--timeout DURATION``: the whole command's deadline, from now (none: no limit)."""
     from kqplan import deadline
-    from kqplan.core.errors import KqplanError
     from kqplan.core.units import UnitError, parse_duration
 
     if timeout is None:
@@ -95,3 +97,14 @@ PrometheusHeadersOpt = Annotated[Path | None, typer.Option(
     "--prometheus-headers", dir_okay=False, metavar="FILE",
     help="HTTP headers for Prometheus, 'Name: value' per line (Authorization, X-Scope-OrgID) "
          "[env: KQPLAN_PROMETHEUS_HEADERS].")]
+
+
+def refuse_unused(needed: str, present: bool, flags: Mapping[str, object]) -> None:
+    """Flags that only ``needed`` reads, given without it: refused rather than silently ignored."""
+    if present:
+        return
+    used = [name for name, value in flags.items() if value not in (None, [], ())]
+    if used:
+        them = " and ".join(used) if len(used) <= 2 else ", ".join(used[:-1]) + " and " + used[-1]
+        raise KqplanError(f"{them} {'is' if len(used) == 1 else 'are'} used only with {needed}, which was "
+                          "not given", hint=f"add {needed}, or leave out {them}")

@@ -34,6 +34,7 @@ from kqplan.cli.options import (
     SelectorOpt,
     StateOpt,
     TimeoutOpt,
+    refuse_unused,
     target_of,
 )
 from kqplan.core.errors import KqplanError
@@ -51,12 +52,12 @@ UsageOpt = Annotated[list[str] | None, typer.Option(
 UsageFromMetricsOpt = Annotated[bool, typer.Option(
     "--usage-from-metrics", rich_help_panel=_USAGE,
     help="The usage from the brokers' metrics in Prometheus (--prometheus, or kqplan.toml's [metrics]).")]
-SinceOpt = Annotated[str, typer.Option(
+SinceOpt = Annotated[str | None, typer.Option(
     "--since", metavar="DURATION", rich_help_panel=_USAGE,
-    help="--usage-from-metrics: the window, the last 7d, 24h, ...")]
-StepOpt = Annotated[str, typer.Option(
+    help="--usage-from-metrics: the window, the last 7d, 24h, ... (default: 7d)")]
+StepOpt = Annotated[str | None, typer.Option(
     "--step", metavar="DURATION", rich_help_panel=_USAGE,
-    help="--usage-from-metrics: one usage point per step (at least the scrape interval).")]
+    help="--usage-from-metrics: one usage point per step, at least the scrape interval (default: 60s).")]
 StatOpt = Annotated[str, typer.Option(
     "--stat", metavar="STAT", rich_help_panel=_USAGE,
     help="A bucket's usage: max | pNN (e.g. p99) over its windows.")]
@@ -141,8 +142,8 @@ def plan(
         help="--format markdown stays under this size (GitHub refuses comments over 65536).")] = 60_000,
     usage: UsageOpt = None,
     usage_from_metrics: UsageFromMetricsOpt = False,
-    since: SinceOpt = "7d",
-    step: StepOpt = "60s",
+    since: SinceOpt = None,
+    step: StepOpt = None,
     stat: StatOpt = "max",
     prometheus: PrometheusOpt = None,
     selector: SelectorOpt = None,
@@ -188,8 +189,8 @@ def plan(
     return run(body, json_errors=fmt == "json")
 
 
-def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str, step: str, stat: str,
-                  source: tuple[str | None, str | None, Path | None, list[str] | None],
+def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str | None, step: str | None,
+                  stat: str, source: tuple[str | None, str | None, Path | None, list[str] | None],
                   fail_on_throttle: bool = False) -> UsageOptions:
     """``--usage`` / ``--usage-from-metrics`` and their settings, checked."""
     from kqplan.commands.fleet_usage import days_or_duration
@@ -204,10 +205,14 @@ def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str, st
     if paths and from_metrics:
         raise KqplanError("--usage and --usage-from-metrics both given: kqplan reads one usage",
                           hint="keep --usage FILES, or --usage-from-metrics (Prometheus)")
+    prometheus, selector, headers, metric = source
+    refuse_unused("--usage-from-metrics", from_metrics, {
+        "--since": since, "--step": step, "--prometheus": prometheus, "--selector": selector,
+        "--prometheus-headers": headers, "--metric": metric})
     q = parse_stat(stat)
     if from_metrics:
-        prometheus, selector, headers, metric = source
-        window = window_of(days_or_duration(since, "--since"), days_or_duration(step, "--step"))
+        window = window_of(days_or_duration(since or "7d", "--since"),
+                           days_or_duration(step or "60s", "--step"))
         return UsageOptions(metrics=PrometheusSource(prometheus, selector, headers, tuple(metric or ())),
                             window=window, q=q)
     return UsageOptions(paths=tuple(local_paths(paths or [])), q=q)
@@ -264,6 +269,9 @@ def apply(
 
     def body() -> int:
         enforcement = None
+        refuse_unused("--verify-enforcement", verify_enforcement is not None, {
+            "--prometheus": prometheus, "--selector": selector, "--prometheus-headers": prometheus_headers,
+            "--metric": metric})
         if verify_enforcement is not None:
             enforcement = Enforcement(PrometheusSource(prometheus, selector, prometheus_headers,
                                                        tuple(metric or ())), check_window(verify_enforcement),

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,6 +130,7 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
         else:
             assert plan_file is not None
             plan = read_plan(plan_file, limit=config.max_input_bytes)
+            check_clock(plan)
             progress("Refreshing")
             ident = cluster.identity()
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
@@ -199,6 +201,34 @@ def _verified(watching: _Watching, changed: float, record: Recorder, streams: St
     (streams.warn if as_json else streams.print)(render_enforcement(view), end="")
     record.enforced(enforcement_json(view))
     return found.contradicted == 0
+
+
+CLOCK_SKEW = timedelta(minutes=5)
+"""How far a saved plan's ``now`` may be ahead of the clock that applies it: two machines' clocks
+differ by this much at most before the plan is refused as made with a clock ahead."""
+
+
+def check_clock(plan: Plan) -> None:
+    """A saved plan made with a clock ahead of this one (a skewed runner, a leftover KQPLAN_NOW) is
+    refused: its ``now`` more than :data:`CLOCK_SKEW` later than ours, or any change caused by an
+    expiry that has not happened yet by our clock (those are never applied, whatever the skew).
+    A plan saved before ``expired_at`` existed bounds its expiries by its ``now``."""
+    from kqplan.config.clock import now
+    from kqplan.core.expiry import show_when
+
+    ours = now()
+    fix = ("make the plan again on a machine whose clock is right (unset KQPLAN_NOW unless you mean it), "
+           "or apply with the same KQPLAN_NOW the plan was made with")
+    for change in plan.changes:
+        at = change.expired_at if change.expired_at is not None else plan.now if change.expired else None
+        if at is not None and at > ours:
+            raise KqplanError(f"the plan {change.action.value}s {change.display} because an entry expired "
+                              f"{show_when(at)}, but this machine's clock says {show_when(ours)}: it has "
+                              "not expired yet; nothing was changed", hint=fix)
+    if plan.now is not None and plan.now - ours > CLOCK_SKEW:
+        raise KqplanError(f"the plan was made at {show_when(plan.now)}, later than this machine's clock "
+                          f"({show_when(ours)}) by more than {CLOCK_SKEW.seconds // 60} minutes; nothing was "
+                          "changed", hint=fix)
 
 
 def check_rollout_stale(plan: Plan, brokers: int | None) -> None:

@@ -32,7 +32,7 @@ from kqplan.pipeline.inputs import declared_profile, manifest_paths, read_princi
 from kqplan.pipeline.target import Target, open_cluster
 from kqplan.planfile.codec import dumps_plan
 from kqplan.render.escape import terminal
-from kqplan.render.formats import RENDERERS, Format
+from kqplan.render.formats import Format
 from kqplan.render.markdown import MAX_COMMENT_CHARS
 
 if TYPE_CHECKING:
@@ -130,13 +130,13 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
         streams.print(render_markdown(saved, max_chars=markdown_limit - len(forecast_md),
                                       impact=_impact(result, actual, who),
                                       artifact=str(out) if out is not None else None) + forecast_md, end="")
-    elif fmt is Format.JSON and (encoded is not None or view is not None):
-        from kqplan.render.forecast import with_forecast
-
-        # the same bytes as the file (encoded once), unless a forecast is added
-        streams.print(with_forecast(encoded or dumps_plan(saved), view), end="")
     else:
-        streams.print(RENDERERS[fmt](saved), end="")
+        from kqplan.render.forecast import with_forecast
+        from kqplan.render.impact import with_impact
+
+        # the same bytes as the file (encoded once), unless a forecast or a blast radius is added
+        streams.print(with_impact(with_forecast(encoded or dumps_plan(saved), view),
+                                  _impact(result, actual, who)), end="")
     if view is not None and (text_like or github):
         from kqplan.render.forecast import render_github
         from kqplan.render.forecast import render_text as render_forecast

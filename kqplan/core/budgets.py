@@ -13,7 +13,6 @@ refuses 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kqplan.core.desired import DesiredState
@@ -120,8 +119,3 @@ def _problems(desired: DesiredState, budget: Budget, policy: Policy | None) -> l
             f"{format_number(bound.max)} ({rule_name(policy, f'keys.{key}.max')})", loc,
             hint="lower the budget, or change the policy")))
     return out
-
-
-def budget_keys(desired: DesiredState, entity: Entity) -> Mapping[str, float] | None:
-    """The budgets (per-cluster values) of ``entity``, if any."""
-    return desired.budgets.get(entity) if desired.budgets else None

@@ -55,6 +55,9 @@ class Change:
     expired: tuple[str, ...] = ()
     """Display only: why an expiry changes this entity, e.g. ``override expired
     2026-12-01T00:00Z (overlays/prod/q.yaml:5:5)``."""
+    expired_at: datetime | None = None
+    """When the last of the expiries in ``expired`` happened: a saved plan is applied only by a
+    clock that has reached it (:func:`kqplan.commands.apply.check_clock`)."""
     per_cluster: Mapping[str, float] | None = None
     """Display only: the keys of ``after`` written as cluster-wide budgets, their per-cluster values
     (``after`` holds them divided by the cluster's broker count)."""

@@ -3,7 +3,7 @@ protocol that fills them is :mod:`kqplan.apply`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -78,7 +78,3 @@ class ApplyReport:
 
     def count(self, status: Status) -> int:
         return sum(o.status is status for o in self.outcomes)
-
-
-def iter_failures(report: ApplyReport) -> Iterator[Outcome]:
-    return (o for o in report.outcomes if o.status is not Status.APPLIED)

@@ -106,11 +106,13 @@ def _annotated(change: Change, expiring: dict[Entity, datetime], budgets: dict[E
                lapsed: dict[Entity, list[Expiry]]) -> Change:
     entity = change.entity
     expires = expiring.get(entity) if change.after is not None else None
-    why = tuple(e.expired_text() for e in lapsed.get(entity, ()))
+    causes = lapsed.get(entity, ())
+    why = tuple(e.expired_text() for e in causes)
     per_cluster = budgets.get(entity) if change.after is not None else None
     if not (expires or why or per_cluster):
         return change
-    return replace(change, expires=expires, expired=why, per_cluster=per_cluster)
+    return replace(change, expires=expires, expired=why, expired_at=max((e.at for e in causes), default=None),
+                   per_cluster=per_cluster)
 
 
 def breaches(plan: Plan, actual: QuotaState, desired: DesiredState, config: ProjectConfig) -> Plan:

@@ -52,14 +52,20 @@ def change_to_json(change: Change) -> dict[str, Any]:
 def rollout_to_json(plan: Plan) -> dict[str, Any]:
     """Safe rollout's part of the plan file: the clock, when the plan stops being valid, and per
     change (by its ``display``) when it expires, the expiries that cause it and its budgets. Maps
-    beside ``changes``, not fields in them: a change reads as DESIGN §3.3 shows it."""
-    return {
+    beside ``changes``, not fields in them: a change reads as DESIGN §3.3 shows it. ``expired_at``
+    (when each change's last expiry happened) only when a change has one: plans saved before it
+    keep their digest."""
+    doc: dict[str, Any] = {
         "now": iso_when(plan.now) if plan.now is not None else None,
         "valid_until": iso_when(plan.valid_until) if plan.valid_until is not None else None,
         "expiring": {c.display: iso_when(c.expires) for c in plan.changes if c.expires is not None},
         "expired": {c.display: list(c.expired) for c in plan.changes if c.expired},
         "budgets": {c.display: dict(sorted(c.per_cluster.items())) for c in plan.changes if c.per_cluster},
     }
+    expired_at = {c.display: iso_when(c.expired_at) for c in plan.changes if c.expired_at is not None}
+    if expired_at:
+        doc["expired_at"] = expired_at
+    return doc
 
 
 def plan_to_json(plan: Plan, *, finite: bool | None = None) -> dict[str, Any]:
@@ -160,7 +166,7 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
         raise KqplanError(f"{source}: not a kqplan plan file: {where}: {err['msg']}",
                           hint="plan files are written by `kqplan plan --out FILE`") from None
     changes = []
-    expiring, lapsed, budgets = doc.expiring, doc.expired, doc.budgets
+    expiring, lapsed, lapsed_at, budgets = doc.expiring, doc.expired, doc.expired_at, doc.budgets
     for c in doc.changes:
         ops = []
         for op in c.ops:
@@ -170,7 +176,8 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
             ops.append(Op(op.key, op.value))
         changes.append(Change(Entity.of(c.entity), c.action, c.before, c.after, tuple(ops),
                               c.origin, _metadata(c.metadata), _when(expiring.get(c.display), source),
-                              tuple(lapsed.get(c.display, ())), budgets.get(c.display)))
+                              tuple(lapsed.get(c.display, ())), _when(lapsed_at.get(c.display), source),
+                              budgets.get(c.display)))
     plan = Plan(tuple(changes), doc.summary.get("unchanged", 0),
                 ClusterRef(doc.cluster.id, doc.cluster.bootstrap, doc.cluster.version, doc.cluster.mode,
                            doc.cluster.brokers),
@@ -179,8 +186,11 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
                 now=_when(doc.now, source), valid_until=_when(doc.valid_until, source),
                 legacy="now" not in doc.model_fields_set)
     verify_plan(plan, doc.summary, source=source)
-    if doc.digest is not None and doc.digest != digest(body := _body(plan), finite=_finite(plan)) \
-            and doc.digest != _legacy_digest(body):
+    if doc.digest is None:
+        raise KqplanError(f"{source}: the plan was edited after it was made (it has no digest: every plan "
+                          "kqplan writes has one)",
+                          hint="make a new plan with `kqplan plan --out FILE`; never edit a saved plan")
+    if doc.digest != digest(body := _body(plan), finite=_finite(plan)) and doc.digest != _legacy_digest(body):
         raise KqplanError(f"{source}: the plan was edited after it was made (its digest does not match)",
                           hint="make a new plan with `kqplan plan --out FILE`; never edit a saved plan")
     return plan

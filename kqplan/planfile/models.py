@@ -60,6 +60,7 @@ class PlanFile(BaseModel):
     valid_until: str | None = None
     expiring: dict[str, str] = {}
     expired: dict[str, list[str]] = {}
+    expired_at: dict[str, str] = {}
     budgets: dict[str, dict[str, float]] = {}
     state_fingerprint: str | None
     summary: dict[str, int]
@@ -67,3 +68,6 @@ class PlanFile(BaseModel):
     notes: list[str] = []
     unmanaged: list[_UnmanagedFile] = []
     digest: str | None = None
+    """Mandatory in fact (every plan kqplan writes has one): a plan without it is refused as
+    edited by :func:`kqplan.planfile.codec.loads_plan`, after the consistency checks, so that a
+    hand edit is always named for what it breaks."""

@@ -30,6 +30,16 @@ def _side_json(side: Side) -> dict[str, Any]:
             "source": side.source.to_json() if side.source is not None else None}
 
 
+def with_impact(plan_json: str, impact: Impact | None) -> str:
+    """The plan's JSON on stdout with ``"impact"``, the blast radius of ``--principals`` (the saved
+    plan file keeps the plan alone); without one, the plan's JSON as it is."""
+    if impact is None:
+        return plan_json
+    data = json.loads(plan_json)
+    data["impact"] = impact_to_json(impact)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
 def impact_to_json(impact: Impact) -> dict[str, Any]:
     s = impact.summary
     return {

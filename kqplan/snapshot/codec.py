@@ -49,14 +49,6 @@ def snapshot_to_json(state: QuotaState, cluster_id: str | None, *, kafka_version
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
-def snapshot_from_json(
-    text: str | bytes, *, source: str
-) -> tuple[dict[Entity, dict[str, float]], str | None]:
-    """Parse a snapshot: (state, cluster id); see :func:`parse_snapshot`."""
-    found = parse_snapshot(text, source=source)
-    return found.state, found.cluster_id
-
-
 def parse_snapshot(text: str | bytes, *, source: str) -> Snapshot:
     """Parse a snapshot; raise :class:`KqplanError` naming ``source`` when it is not one."""
     from pydantic import ValidationError

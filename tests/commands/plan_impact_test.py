@@ -20,6 +20,31 @@ def test_principals_file_shows_whose_effective_quota_changes(tmp_path):
     assert "someone" not in tail
 
 
+def test_the_json_has_every_principal_the_text_points_to(tmp_path):
+    """The text says "use --format json for every principal": the JSON on stdout has them (issue 41:
+    it had none), a plan-v1 document; the saved plan file keeps the plan alone."""
+    import json
+
+    import jsonschema
+
+    principals = tmp_path / "p.csv"
+    principals.write_text("user,client-id\npayments-api,web\nsomeone,app\n")
+    out = tmp_path / "plan.json"
+    result = run_cli("plan", PAY, "--state", PAY_STATE, "--principals", principals, "--format", "json",
+                     "--out", out)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["impact"]["summary"] == {"checked": 2, "changed": 1, "lose_limit": 0, "gain_limit": 0}
+    [who] = doc["impact"]["principals"]
+    assert who["entity"] == {"user": "payments-api", "client-id": "web"}
+    assert who["keys"]["request_percentage"] == {
+        "before": {"value": 50.0, "source": {"user": None}},
+        "after": {"value": 25.0, "source": {"user": "payments-api"}}}
+    schema = json.loads((REPO / "schemas" / "plan-v1.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert "impact" not in json.loads(out.read_text())
+
+
 def test_a_bad_principals_file_is_located(tmp_path):
     principals = tmp_path / "p.jsonl"
     principals.write_text('{"user": "a", "client-id": "b"}\n{"user": 5}\n')

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kqplan.core.enforcement import (
     Finding,
@@ -219,3 +221,16 @@ def test_a_removed_quota_is_watched_where_kafka_records_the_connections_then():
 @pytest.mark.parametrize("unchanged", [BEFORE, {**BEFORE, _e("nobody"): {P: 1.0}}])
 def test_a_plan_that_changes_nothing_measured_watches_nothing(unchanged):
     assert watch_list(BEFORE, unchanged, MEASURED) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(["(others)", "qa(others)", "others", "\\x00others", "{user=(others)}"])
+       | st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
+       .map(lambda t: t + "(others)"))
+def test_a_name_that_reads_like_others_is_watched_like_any_other(name):
+    """``(others)`` is a class of unnamed connections, known by identity (core.buckets.OTHERS), not
+    by how it is shown: a user called ``qa(others)`` (or ``(others)``) is a bucket like any other."""
+    before = {Entity.user(name): {P: 50_000.0}, Entity.user(None): {P: 1e9}}
+    after = {**before, Entity.user(name): {P: 10_000.0}}
+    found = watch_list(before, after, [(Entity.user(name), P)])
+    assert [(w.bucket, w.quota, w.before) for w in found] == [(Entity.user(name), 10_000.0, 50_000.0)]

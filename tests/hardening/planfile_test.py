@@ -71,10 +71,46 @@ def test_a_hand_edit_is_detected_by_the_digest(saved):
     assert "the plan was edited after it was made (its digest does not match)" in result.stderr
 
 
+def redigest(doc):
+    """What a forger who knows the digest's recipe does: the digest of the edited body."""
+    from kqplan.planfile.codec import digest
+
+    doc["digest"] = digest({k: v for k, v in doc.items() if k != "digest"})
+
+
+def test_a_plan_without_its_digest_is_refused_as_edited(saved):
+    """The issue's forgery: a quota edited (+ {user=new} 1 B/s → 7 B/s), its op edited to match, the
+    digest deleted — a plan consistent in itself that nobody reviewed."""
+    box, plan = saved
+
+    def forge(d):
+        change = next(c for c in d["changes"] if c["display"] == "{user=new}")
+        change["after"]["producer_byte_rate"] = 7.0
+        change["ops"] = [{"key": "producer_byte_rate", "value": 7.0, "remove": False}]
+        d.pop("digest")
+    edit(plan, forge)
+    for command in (("apply", "--plan", plan, "--bootstrap-server", box.bootstrap, "--auto-approve"),
+                    ("show", plan)):
+        result = run_cli(*command)
+        assert result.exit_code == 1, result.stdout + result.stderr
+        assert "the plan was edited after it was made (it has no digest" in result.stderr
+    assert box.state == SEED
+
+
+@pytest.mark.parametrize("value", [None, "", "sha256:", "sha256:" + "0" * 64])
+def test_a_null_or_made_up_digest_is_refused(saved, value):
+    box, plan = saved
+    edit(plan, lambda d: d.update(digest=value))
+    result = apply(box, plan)
+    assert result.exit_code == 1
+    assert "the plan was edited after it was made" in result.stderr
+    assert box.state == SEED
+
+
 def test_a_plan_without_a_cluster_id_is_not_applied(saved):
     box, plan = saved
     edit(plan, lambda d: d["cluster"].update(id=None))
-    edit(plan, lambda d: d.pop("digest"))
+    edit(plan, redigest)
     result = apply(box, plan)
     assert result.exit_code == 1
     assert "the plan records no cluster id" in result.stderr

@@ -105,16 +105,16 @@ def test_apply_report_to_dev_stdout(tmp_path):
     assert [e["display"] for e in report["entities"]] == ["{user=bob}"]
 
 
-def test_writable_problem_names_the_missing_directory_behind_a_symlink(tmp_path):
-    from kqplan.files import writable_problem  # new with the fix
+def test_check_writable_names_the_missing_directory_behind_a_symlink(tmp_path):
+    from kqplan.core.errors import KqplanError
+    from kqplan.files import check_writable
 
     link = tmp_path / "dl"
     link.symlink_to(Path("nodir") / "p.json")
-    problem = writable_problem(link)
-    assert problem is not None
-    assert "does not exist" in problem
-    assert "nodir" in problem
-    assert writable_problem(tmp_path / "fine.json") is None
+    with pytest.raises(KqplanError, match="does not exist") as refused:
+        check_writable(link, "the report")
+    assert "nodir" in refused.value.message
+    check_writable(tmp_path / "fine.json", "the report")
 
 
 def test_write_atomically_through_a_symlink_into_a_missing_directory_is_a_kqplan_error(tmp_path):
