@@ -11,6 +11,7 @@ from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
+from kqplan import deadline
 from kqplan.cluster.clientfiles import MAX_PROPERTIES_BYTES, read_client_file
 from kqplan.cluster.failures import AuthenticationFailed, ConnectionFailed
 from kqplan.cluster.security import OAuthSettings
@@ -55,8 +56,13 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-pytho
         return self._token
 
     def _fetch(self, now: float) -> tuple[str, float]:
+        """The client-credentials request, within ``timeout_s`` and what is left of the command's
+        ``--timeout`` in all (:func:`kqplan.http.exchange`: every byte of the answer included)."""
         import urllib.error  # with urllib.request, 0.01 s of every connection's start-up otherwise
         import urllib.request
+        from http.client import HTTPException
+
+        from kqplan.http import TimedOut, TooLarge, exchange
 
         s = self.settings
         assert s.token_endpoint is not None
@@ -67,19 +73,42 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-pytho
             s.token_endpoint, data=urllib.parse.urlencode(form).encode(), method="POST",
             headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
                      "Content-Type": "application/x-www-form-urlencoded"})
+        seconds, within = self._bound()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise AuthenticationFailed(f"the OAuth token endpoint {s.token_endpoint} answered "
-                                       f"HTTP {exc.code}", hint="check the client id and secret"
-                                       ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reply = exchange(request, seconds=seconds, limit=MAX_PROPERTIES_BYTES)
+        except TimedOut:
+            raise ConnectionFailed(f"the OAuth token endpoint {s.token_endpoint} did not answer {within}"
+                                   ) from None
+        except TooLarge:
+            raise ConnectionFailed(f"the OAuth token endpoint {s.token_endpoint} answered more than "
+                                   f"{MAX_PROPERTIES_BYTES // 2**20} MiB") from None
+        except (urllib.error.URLError, OSError, HTTPException, ValueError) as exc:
             reason = getattr(exc, "reason", exc.__class__.__name__)
             raise ConnectionFailed(f"cannot get an OAuth token from {s.token_endpoint}: {reason}"
                                    ) from None
+        if not 200 <= reply.status < 300:
+            hint = ("give the URL it redirects to (kqplan follows no redirect: the client secret "
+                    "would go along)" if 300 <= reply.status < 400 else "check the client id and secret")
+            raise AuthenticationFailed(f"the OAuth token endpoint {s.token_endpoint} answered "
+                                       f"HTTP {reply.status}", hint=hint)
+        try:
+            body = json.loads(reply.body)
+        except ValueError:
+            raise ConnectionFailed(f"cannot get an OAuth token from {s.token_endpoint}: its answer is "
+                                   "not JSON") from None
         token = body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(token, str):
             raise AuthenticationFailed(f"the OAuth token endpoint {s.token_endpoint} returned no "
                                        "access_token")
         return token, now + float(body.get("expires_in", 300))
+
+    def _bound(self) -> tuple[float, str]:
+        """Seconds the token request may take in all, and how a message says it ran out."""
+        left = deadline.remaining()
+        if left is not None and left < self.timeout_s:
+            current = deadline.current()
+            if left <= 0 or current is None:
+                raise ConnectionFailed("the command's time ran out before an OAuth token was asked for",
+                                       hint=f"raise {current.text if current else '--timeout'}")
+            return left, f"before the command's {current.text} ran out"
+        return self.timeout_s, f"within {deadline.seconds_text(self.timeout_s)}"

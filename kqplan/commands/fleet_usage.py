@@ -2,10 +2,10 @@
 Prometheus (:mod:`kqplan.metrics.usage`) into usage Parquet (``schemas/usage-v1.json``), one file
 per cluster, ``OUT/<cluster>.parquet``: what ``fleet impact`` and ``fleet rightsize`` read.
 
-Where a cluster's metrics are is a :class:`~kqplan.metrics.source.PrometheusSource` per cluster
-(:func:`cluster_source`): today the flags', its selector's ``{cluster}`` replaced by the inventory
-name; an inventory's ``[clusters.NAME.metrics]`` will give one per cluster, under the flags
-(``source.or_settings(...)``), as ``kqplan throttled`` takes it.
+Where a cluster's metrics are is a :class:`~kqplan.metrics.source.PrometheusSource` per cluster:
+the flags over its ``[clusters.NAME.metrics]`` and ``[metrics]``, each selector's ``{cluster}``
+replaced by the inventory name (:func:`kqplan.commands.throttled.metrics_source`, as ``kqplan
+throttled`` takes it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kqplan.commands.throttled import settings_source
+from kqplan.commands.throttled import metrics_source
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.entity import CLIENT_ID, USER, visible
@@ -46,12 +46,6 @@ def days_or_duration(text: str, option: str) -> float:
         raise KqplanError(f"{option}: {exc}", hint=f"{exc.hint}; or whole days, e.g. 7d") from None
 
 
-def cluster_source(source: PrometheusSource, entry: ClusterEntry) -> PrometheusSource:
-    """Where ``entry``'s metrics are: ``source`` (the flags), its selector's ``{cluster}`` replaced
-    by the inventory name."""
-    return source.for_cluster(entry.name)
-
-
 def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry],
                   sources: Mapping[str, PrometheusSource]) -> None:
     """Several clusters from one Prometheus need a selector that tells them apart."""
@@ -69,8 +63,7 @@ def usage_command(config: ProjectConfig, names: Sequence[str], *, source: Promet
     """``OUT/<cluster>.parquet`` per cluster; exit 1 when any cluster failed (the others written)."""
     entries = clusters.select(config, names)
     # the flags over each cluster's [clusters.NAME.metrics] and [metrics] (its {cluster} replaced)
-    sources = {e.name: cluster_source(source, e).or_settings(settings_source(e.metrics, e.name))
-               for e in entries}
+    sources = {e.name: metrics_source(source, e) for e in entries}
     check_sources(source, entries, sources)
     metric_names = MetricNames().with_overrides(source.names)
     extras = {name: parse_selector(s.selector)[1] if s.selector is not None else ""

@@ -24,12 +24,10 @@ from kqplan.fleet.samples import Sample
 from kqplan.fleet.usage_schema import CLIENT_BUCKET, USER_BUCKET
 from kqplan.metrics.names import MetricNames
 from kqplan.metrics.prometheus import Prometheus
-from kqplan.metrics.source import PLACEHOLDER, PrometheusSource
+from kqplan.metrics.source import PrometheusSource
 from kqplan.metrics.throttled import Window
 from kqplan.render.forecast import ForecastBucket, ForecastView
 from kqplan.render.throttled import span
-
-DEFAULT_SINCE = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,18 +163,13 @@ class Metrics:
 
 
 def metrics_of(flags: PrometheusSource, cluster: ClusterEntry | None) -> Metrics:
-    """The flags over ``cluster``'s ``[clusters.NAME.metrics]`` and ``[metrics]``."""
-    from kqplan.commands.throttled import settings_source
+    """The flags over ``cluster``'s ``[clusters.NAME.metrics]`` and ``[metrics]``
+    (:func:`~kqplan.commands.throttled.metrics_source`)."""
+    from kqplan.commands.throttled import metrics_source
     from kqplan.metrics.names import parse_selector
     from kqplan.metrics.source import endpoint
 
-    source = flags
-    if cluster is not None:
-        source = source.for_cluster(cluster.name).or_settings(settings_source(cluster.metrics, cluster.name))
-    elif source.selector is not None and PLACEHOLDER in source.selector:
-        raise KqplanError(f"--selector {source.selector}: its {PLACEHOLDER} names an inventory cluster, "
-                          "and no --cluster says which", hint="add --cluster NAME, or write the selector "
-                          "without the placeholder")
+    source = metrics_source(flags, cluster)
     extra = parse_selector(source.selector)[1] if source.selector is not None else ""
     return Metrics(Prometheus(endpoint(source)), MetricNames().with_overrides(source.names), extra)
 

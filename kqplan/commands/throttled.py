@@ -3,9 +3,8 @@ them (Prometheus), each with the quota that bucket has now, the entity that sets
 describe of the cluster) and the manifest entry that declares that entity.
 
 Where the metrics are (:class:`~kqplan.metrics.source.PrometheusSource`) comes from the command
-line and the environment; an inventory's ``[clusters.NAME.metrics]`` will supply the same
-fields under the flags (``source.or_settings(...)``), as ``Target.or_cluster`` does for the
-cluster itself.
+line and the environment, over ``--cluster``'s ``[clusters.NAME.metrics]`` and ``[metrics]``:
+:func:`metrics_source`, which every command that reads metrics goes through.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from kqplan.config.model import ClusterEntry, MetricsSettings, ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.buckets import bucket_quota
 from kqplan.core.desired import DesiredState
@@ -42,7 +41,6 @@ from kqplan.render.throttled import (
     span,
 )
 
-DEFAULT_SINCE = 15 * 60.0
 DEFAULT_STEP = 60.0
 DOCS = "docs/observability.md"
 
@@ -75,8 +73,7 @@ def throttled_command(paths: Sequence[Path], target: Target, config: ProjectConf
                       cluster: ClusterEntry | None = None) -> int:
     """``kqplan throttled``: exit 0, or 2 with ``detailed_exitcode`` when a bucket was throttled.
     ``source``: the flags, over ``--cluster``'s ``[clusters.NAME.metrics]`` and ``[metrics]``."""
-    if cluster is not None:
-        source = source.or_settings(settings_source(cluster.metrics, cluster.name))
+    source = metrics_source(source, cluster)
     names = MetricNames().with_overrides(source.names)
     extra = parse_selector(source.selector)[1] if source.selector is not None else ""
     server = Prometheus(endpoint(source))
@@ -146,8 +143,15 @@ def _check_found(observed: Observation, state: QuotaState, server: Prometheus, *
              "the window: widen --since")
 
 
-def settings_source(settings: MetricsSettings, cluster: str) -> PrometheusSource:
-    """The inventory's metrics settings of ``cluster`` as a source, ``{cluster}`` in the selector
-    replaced by its name (escaped for a PromQL string in double quotes)."""
-    return PrometheusSource(settings.prometheus, settings.selector, settings.headers_file,
-                            settings.names).for_cluster(cluster)
+def metrics_source(flags: PrometheusSource, cluster: ClusterEntry | None) -> PrometheusSource:
+    """Where the metrics are, for every command that reads them: the flags over ``cluster``'s
+    ``[clusters.NAME.metrics]`` and ``[metrics]``, each selector's ``{cluster}`` replaced by the
+    inventory name, escaped for where it stands (:func:`~kqplan.metrics.source.fill_cluster`).
+    Without a cluster only the flags count, and a ``{cluster}`` in ``--selector`` is refused."""
+    if cluster is None:
+        return flags.for_cluster(None)
+    name, settings = cluster.name, cluster.metrics
+    where = f"kqplan.toml's [clusters.{name}.metrics] (or [metrics])"
+    inventory = PrometheusSource(settings.prometheus, settings.selector, settings.headers_file,
+                                 settings.names, url_from=f"{where} prometheus")
+    return flags.for_cluster(name).or_settings(inventory.for_cluster(name, what=f"{where} selector"))

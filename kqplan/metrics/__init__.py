@@ -8,5 +8,5 @@ kqplan's words), ``source`` (where the metrics are: URL, selector, auth headers,
 labels to the quota bucket, and the entity that supplies a bucket's quota, by the core's level
 table), ``throttled`` (which buckets Kafka throttled in a window, and when that ended), ``usage``
 (each bucket's usage over a window, for ``kqplan fleet usage``) and ``readings`` (watched buckets'
-raw readings since a change, for ``apply --verify-enforcement``). Imports ``core``, ``files``
-and ``deadline``."""
+raw readings since a change, for ``apply --verify-enforcement``). Imports ``core``, ``files``,
+``deadline`` and ``http``."""

@@ -2,11 +2,12 @@
 
 Every wait is bounded: each request by :data:`REQUEST_TIMEOUT` and by what is left of the
 command's ``--timeout`` (:mod:`kqplan.deadline`), which is also sent as the query's own
-``timeout`` so that Prometheus stops the work it would answer too late. A range query is cut
-into chunks of at most :data:`MAX_POINTS` points per series, the server's limit (it refuses a
-range of more with "exceeded maximum resolution of 11,000 points per timeseries"). A server that
-is down or overloaded (connection refused or reset, HTTP 429, 502, 503, 504) is asked again a
-bounded number of times; nothing else is retried.
+``timeout`` so that Prometheus stops the work it would answer too late. The bound is the whole
+exchange's, the body's last byte included (:func:`kqplan.http.exchange`), not one ``recv``'s. A
+range query is cut into chunks of at most :data:`MAX_POINTS` points per series, the server's
+limit (it refuses a range of more with "exceeded maximum resolution of 11,000 points per
+timeseries"). A server that is down or overloaded (connection refused or reset, HTTP 429, 502,
+503, 504) is asked again a bounded number of times; nothing else is retried.
 
 Whatever goes wrong is a :class:`~kqplan.core.errors.KqplanError` naming the server: down
 (cannot connect), slow (no answer in time), garbage (not JSON, or JSON of another shape), an
@@ -31,6 +32,7 @@ from urllib.parse import urlencode
 from kqplan import deadline
 from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
+from kqplan.http import TimedOut, TooLarge, exchange
 from kqplan.metrics.source import Endpoint, safe_url
 
 MAX_POINTS = 11_000
@@ -59,11 +61,6 @@ class Series:
 
     labels: Labels
     points: tuple[tuple[float, float], ...]
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # the 3xx answer comes back as an HTTPError, reported with its Location
 
 
 @dataclass
@@ -157,34 +154,27 @@ class Prometheus:
         return min(self.request_timeout, left)
 
     def _send(self, request: urllib.request.Request, timeout: float) -> tuple[int, bytes]:
-        opener = urllib.request.build_opener(_NoRedirect())
+        """One exchange, ``timeout`` seconds in all (:func:`kqplan.http.exchange`: connecting,
+        the headers and every byte of the body)."""
         try:
-            with opener.open(request, timeout=timeout) as answer:
-                return answer.status, self._read(answer)
-        except urllib.error.HTTPError as exc:
-            with exc:
-                raw = self._read(exc) if exc.fp is not None else b""
-            problem = self._http_error(exc.code, exc.reason, exc.headers, raw)
-            if exc.code in _RETRIED:
-                raise _Retry(problem) from None
-            raise problem from None
-        except urllib.error.URLError as exc:
-            raise self._unreachable(exc.reason, timeout) from None
-        except TimeoutError as exc:
-            raise self._slow(timeout) from exc
-        except (OSError, HTTPException) as exc:
-            raise self._unreachable(exc, timeout) from None
-
-    def _read(self, answer: Any) -> bytes:
-        raw = answer.read(self.limit + 1)
-        if len(raw) > self.limit:
+            reply = exchange(request, seconds=timeout, limit=self.limit)
+        except TimedOut:
+            raise self._slow(timeout) from None
+        except TooLarge:
             raise KqplanError(f"Prometheus at {self.shown} answered more than {self.limit // 2**20} "
-                              "MiB", hint="narrow --selector or --since (or raise --step)")
-        return bytes(raw)
+                              "MiB", hint="narrow --selector or --since (or raise --step)") from None
+        except urllib.error.URLError as exc:
+            raise self._unreachable(exc.reason) from None
+        except (OSError, HTTPException) as exc:
+            raise self._unreachable(exc) from None
+        if not 200 <= reply.status < 300:
+            problem = self._http_error(reply.status, reply.reason, reply.headers, reply.body)
+            if reply.status in _RETRIED:
+                raise _Retry(problem)
+            raise problem
+        return reply.status, reply.body
 
-    def _unreachable(self, reason: object, timeout: float) -> KqplanError | _Retry:
-        if isinstance(reason, TimeoutError):
-            return self._slow(timeout)
+    def _unreachable(self, reason: object) -> KqplanError | _Retry:
         if isinstance(reason, ssl.SSLError | ssl.CertificateError):
             return KqplanError(f"TLS with Prometheus at {self.shown} failed: {visible(str(reason))}",
                                hint="check the URL's scheme and the server's certificate (the CA "
