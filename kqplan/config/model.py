@@ -45,9 +45,10 @@ through :func:`kqplan.files.inside` besides.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kqplan.core.diagnostics import did_you_mean
 from kqplan.core.errors import KqplanError
@@ -55,10 +56,67 @@ from kqplan.core.policy import Policy
 
 CONFIG_NAME = "kqplan.toml"
 CONFIG_ERROR = "KQP190"
+"""Any problem in kqplan.toml: unknown key, wrong type, bad value."""
 MISSING_LAYER = "KQP191"
 """An inventory layer that does not exist yet: an error, except for the commands that create it
 (``export --out``, ``import``, ``init``)."""
-"""Any problem in kqplan.toml: unknown key, wrong type, bad value."""
+EMPTY_LAYER_FILE = "overrides.yaml"
+"""The manifest that makes a directory an empty layer (a layer after a cluster's first)."""
+
+
+def toml_string(value: str) -> str:
+    """``value`` as a TOML string, as a TOML writer (``tomli_w``) writes it — never by hand (JSON's
+    escapes are not TOML's): for kqplan.toml, and for the lines a hint says to add to it."""
+    import tomli_w
+
+    return tomli_w.dumps({"v": value}).removeprefix("v = ").removesuffix("\n")
+
+
+def toml_table(*keys: str) -> str:
+    """The header of the table ``keys`` (``[clusters."prod 🚀"]``), as ``tomli_w`` writes it."""
+    import tomli_w
+
+    doc: dict[str, Any] = {}
+    inner = doc
+    for key in keys:
+        inner = inner.setdefault(key, {})
+    return tomli_w.dumps(doc).strip()
+
+
+def empty_layer(layer: Path, clusters: Sequence[str]) -> tuple[Path, list[str]]:
+    """The file that makes ``layer`` an empty layer and its lines: ``LAYER/overrides.yaml`` (the
+    layer itself when it names a YAML file), a manifest of no entity, guarded to the cluster when
+    one cluster lists the layer (a layer several clusters share is guarded to none). What ``init``
+    writes for a layer after the first, and what KQP191 tells to write: a layer after the first
+    holds only what overrides the layers before it, so an export there lists every entity twice.
+    The guard is a YAML double-quoted scalar, written as a JSON string (YAML is a superset of
+    JSON, and a cluster name is printable: nothing in it is escaped but ``"`` and ``\\``)."""
+    import json
+
+    file = layer if layer.suffix in (".yaml", ".yml") else layer / EMPTY_LAYER_FILE
+    guard = [f"cluster: {json.dumps(clusters[0], ensure_ascii=False)}"] if len(clusters) == 1 else []
+    return file, ["apiVersion: kqplan/v1", "kind: ClientQuotas", *guard, "entities: []"]
+
+
+def missing_layer_hint(cluster: str, layer: Path, *, first: bool) -> str:
+    """What to type for a cluster's layer that does not exist (KQP191, and ``plan``'s error), with
+    ``layer`` as it is shown (relative to the current directory when under it): the first layer is
+    exported from the cluster; a later one is made empty (an export there would list every entity
+    of the first layer again, KQP102), then entities are imported into it one by one."""
+    from shlex import quote
+
+    from kqplan.core.entity import visible
+
+    if first:
+        return visible(f"`kqplan export --cluster {quote(cluster)} --out {quote(str(layer))}` writes it "
+                       "from the cluster (or create it, or fix manifests in kqplan.toml)")
+    file, lines = empty_layer(layer, [cluster])
+    make = "" if str(file.parent) in ("", ".") else f"mkdir -p {quote(str(file.parent))} && "
+    command = f"{make}printf '%s\\n' {' '.join(quote(line) for line in lines)} > {quote(str(file))}"
+    return visible(f"a layer after the first holds only what overrides the layers before it (an export "
+                   f"there would list every entity again): start it empty, as `kqplan init` does: "
+                   f"`{command}`; then `kqplan import --cluster {quote(cluster)} --names TYPE=NAME "
+                   f"{quote(str(layer))}` brings an entity into it (or fix manifests in kqplan.toml)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.config.locate import config_error
-from kqplan.config.model import CONFIG_ERROR, MISSING_LAYER, ClusterEntry, MetricsSettings, ProjectConfig
+from kqplan.config.model import (
+    CONFIG_ERROR,
+    MISSING_LAYER,
+    ClusterEntry,
+    MetricsSettings,
+    ProjectConfig,
+    missing_layer_hint,
+)
 from kqplan.core.diagnostics import Diagnostic, DiagnosticsError, Span, did_you_mean, sort_key
 from kqplan.core.entity import BUILTIN_TYPES, CLIENT_ID, IP, USER, visible
 from kqplan.core.filenames import component_problem
@@ -256,12 +263,22 @@ def _check_clusters(path: Path, text: str, doc: dict[str, Any], problems: list[D
             raw["mode"] = None
         kept: list[str] = []
         for i, layer in enumerate(raw["manifests"]):
-            if not (path.parent / layer).exists():  # kept: export, import and init create it
+            try:
+                present = (path.parent / layer).exists()
+            except OSError as exc:  # a name too long for the file system, a loop: it can never be a layer
+                problems.append(config_error(path, text, (*loc, "manifests"),
+                                             f"cluster '{name}': manifests layer '{visible(layer)}' cannot "
+                                             f"be used: {exc.strerror or exc}",
+                                             "fix the path in kqplan.toml"))
+                continue
+            if not present:  # kept: export, import and init create it
+                from kqplan.files import shown_path
+
+                hint = missing_layer_hint(name, shown_path(path.parent / layer), first=i == 0)
                 problems.append(config_error(path, text, (*loc, "manifests"),
                                              f"cluster '{name}': manifests layer '{layer}' does not "
-                                             "exist", f"paths are relative to {path.parent}; "
-                                             f"`kqplan export --cluster {name} --out {layer}` "
-                                             "writes it from the cluster", code=MISSING_LAYER))
+                                             "exist", f"paths are relative to {path.parent}; {hint}",
+                                             code=MISSING_LAYER))
                 kept.append(layer)
             elif raw["manifests"].index(layer) != i:
                 problems.append(config_error(path, text, (*loc, "manifests"),

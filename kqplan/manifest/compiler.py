@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kqplan.config.model import toml_string, toml_table
 from kqplan.core.desired import DesiredState, Origin
 from kqplan.core.diagnostics import Loc, Pending, Severity, did_you_mean, locate, sort_key
 from kqplan.core.entity import (
@@ -343,12 +344,13 @@ class Compiler(EntryChecks, BulkPath, Temporary):
                 f"be the id of {', '.join(without_id)}, which record none", loc,
                 severity=Severity.WARNING,
                 hint=f"write the cluster's inventory name (`cluster: {without_id[0]}`), or record its "
-                f'id: id = "{guard}" under [clusters.{without_id[0]}]'))
+                f"id: id = {toml_string(guard)} under {toml_table('clusters', without_id[0])}"))
             return
         self.report(source, Pending(
             "KQP141", f"cluster '{guard}' is not in the inventory ({self.config.source})", loc,
             hint=f"did you mean '{guess}'?" if guess else
-            f"clusters: {', '.join(sorted(clusters))}; or add [clusters.{guard}] to kqplan.toml"))
+            f"clusters: {', '.join(sorted(clusters))}; or add {toml_table('clusters', guard)} to "
+            "kqplan.toml"))
 
     def finish(self) -> DesiredState:
         self.check_guard_known()

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kqplan.config.model import ClusterEntry, ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig, toml_string, toml_table
 from kqplan.console import Streams
 from kqplan.core.cluster import Cluster
 from kqplan.core.desired import DesiredState
@@ -87,7 +87,7 @@ def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
             f"the manifests are guarded to cluster '{named.name}', which has no id in "
             f"{config.source or 'kqplan.toml'}, so {address} (cluster {cluster_id or '(no id)'}) cannot "
             f"be checked to be it", hint=f"plan with --cluster {named.name}, or record its id: "
-            f'id = "{cluster_id}" under [clusters.{named.name}]' if cluster_id else
+            f"id = {toml_string(cluster_id)} under {toml_table('clusters', named.name)}" if cluster_id else
             f"plan with --cluster {named.name}")
     wanted = named.id if named is not None and named.id is not None else guard
     if cluster_id is None:
@@ -100,7 +100,7 @@ def check_guard(desired: DesiredState, cluster_id: str | None, address: str,
             "kqplan.toml")
     if entry is not None and entry.id is None and named is None:
         hint = (f"if {address} is {entry.name}, write `cluster: {entry.name}` in the manifests, or "
-                f'record its id: id = "{cluster_id}" under [clusters.{entry.name}]')
+                f"record its id: id = {toml_string(cluster_id)} under {toml_table('clusters', entry.name)}")
     raise KqplanError(f"wrong cluster: the manifests are guarded to {shown}, but {address} "
                       f"is cluster {cluster_id}", hint=hint)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kqplan.config.model import ClusterEntry
+from kqplan.config.model import ClusterEntry, missing_layer_hint
 from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.versions import ClusterProfile
@@ -31,10 +31,10 @@ def manifest_paths(paths: Sequence[Path], cluster: ClusterEntry | None, *,
         if missing and missing_ok and len(missing) < len(cluster.manifests):
             return [shown_path(layer) for layer in cluster.manifests if layer.exists()]
         if missing:
-            layer = visible(str(shown_path(missing[0])))
-            raise KqplanError(f"cluster '{cluster.name}': manifests layer '{layer}' does not exist",
-                              hint=f"`kqplan export --cluster {cluster.name} --out {layer}` writes it "
-                              "from the cluster (or create it, or fix manifests in kqplan.toml)")
+            layer = shown_path(missing[0])
+            raise KqplanError(f"cluster '{cluster.name}': manifests layer '{visible(str(layer))}' does not "
+                              "exist", hint=missing_layer_hint(cluster.name, layer,
+                                                               first=missing[0] == cluster.manifests[0]))
         return [shown_path(layer) for layer in cluster.manifests]
     if cluster is not None:
         raise KqplanError(f"cluster '{cluster.name}' lists no manifests in the inventory",

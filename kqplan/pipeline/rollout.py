@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
-from kqplan.config.model import ClusterEntry, ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig, toml_table
 from kqplan.core.budgets import Budget, divide
 from kqplan.core.cluster import ClusterIdentity
 from kqplan.core.desired import DesiredState, Expiry
@@ -32,7 +32,8 @@ def broker_count(desired: DesiredState, ident: ClusterIdentity, entry: ClusterEn
         raise KqplanError(
             f"{entity.display} sets {next(iter(keys))} as a cluster-wide budget{where}, but {ident.address} "
             "does not say how many brokers the cluster has", hint=f"for an offline target, set brokers = N "
-            f"under [clusters.{name}] in kqplan.toml and plan with --cluster {name}; or plan against the "
+            f"under {toml_table('clusters', name)} in kqplan.toml and plan with --cluster {name}; or plan "
+            "against the "
             "live cluster")
     return count
 
