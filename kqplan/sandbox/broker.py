@@ -97,13 +97,6 @@ class Sandbox(SaslMixin):
         with self._lock:
             return self.engine.state
 
-    def load(self, state: QuotaState) -> None:
-        """Replace the quota state, as a committed alter would (cached describe answers dropped)."""
-        with self._lock:
-            self.engine.load(state)
-            self._describe_cache.clear()
-            self._generation += 1
-
     @property
     def requests(self) -> list[RequestRecord]:
         """The requests served, oldest first: the most recent ``config.request_history`` of them."""

@@ -65,19 +65,20 @@ def test_the_issues_case_a_plan_made_months_ahead_never_deletes_early(tmp_path, 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ahead=st.integers(min_value=-3600, max_value=3600), made_after=st.integers(min_value=0, max_value=900))
-def test_an_expiry_cause_is_applied_only_once_it_happened_by_our_clock(tmp_path, box, monkeypatch,
-                                                                        ahead, made_after):
+def test_an_expiry_cause_is_applied_only_once_it_happened_by_our_clock(tmp_path, monkeypatch, ahead,
+                                                                        made_after):
     """Plans made ``made_after`` s after the expiry, applied by a clock ``ahead`` s behind the plan's:
     sent exactly when the applying clock has reached the expiry and the plan's clock is not more
     than 5 minutes ahead."""
-    box.load(SEED)
     made = EXPIRES + timedelta(seconds=made_after)
-    out = saved(tmp_path, box, monkeypatch, made)
     ours = made - timedelta(seconds=ahead)
-    result = apply_at(out, box, monkeypatch, ours)
+    with Sandbox.start(SandboxConfig(seed=SEED, cluster_id="c")) as box:
+        out = saved(tmp_path, box, monkeypatch, made)
+        result = apply_at(out, box, monkeypatch, ours)
+        state = box.state
     allowed = ours >= EXPIRES and ahead <= 300
     assert (result.exit_code == 0) == allowed, (ahead, made_after, result.stderr)
-    assert (Entity.user("tmp") in box.state) != allowed
+    assert (Entity.user("tmp") in state) != allowed
     if not allowed:
         assert "nothing was changed" in result.stderr
 
