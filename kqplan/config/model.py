@@ -178,11 +178,6 @@ class ProjectConfig:
     """``[rollout] waves``: the order ``fleet apply --rollout`` applies clusters in, wave by wave."""
     source: Path | None = None
 
-    def cluster_id_for(self, guard: str) -> str:
-        """A manifest's ``cluster:`` value as a cluster id (names map through the inventory)."""
-        entry = self.clusters.get(guard)
-        return entry.id if entry is not None and entry.id is not None else guard
-
     def cluster_name_for(self, guard: str) -> str | None:
         """The inventory name a ``cluster:`` guard means: itself, or the cluster whose ``id`` it
         is (a name and its id are one guard); None when it is neither."""
