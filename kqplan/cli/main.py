@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +25,6 @@ _UsageError: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
-_DURATION = re.compile(r"\d+(\.\d+)?(ms|s|m|h)")
 
 
 def optional_values(argv: Sequence[str]) -> list[str]:
@@ -46,7 +44,9 @@ def optional_values(argv: Sequence[str]) -> list[str]:
         out.append(arg)
         if arg == "--verify-enforcement":
             window = args[i + 1] if i + 1 < len(args) else ""
-            if _DURATION.fullmatch(window) and not os.path.exists(window):
+            from kqplan.core.units import looks_like_duration
+
+            if looks_like_duration(window) and not os.path.exists(window):
                 out[-1] = f"--verify-enforcement={window}"  # its window, written with a space
                 skip = True
             else:

@@ -67,15 +67,9 @@ def target_of(state: Path | None, bootstrap: str | None, command_config: Path | 
 def start_timeout(timeout: str | None) -> None:
     """``--timeout DURATION``: the whole command's deadline, from now (none: no limit)."""
     from kqplan import deadline
-    from kqplan.core.units import UnitError, parse_duration
+    from kqplan.core.units import duration_option
 
-    if timeout is None:
-        deadline.start(None)
-        return
-    try:
-        deadline.start(parse_duration(timeout))
-    except UnitError as exc:
-        raise KqplanError(f"--timeout: {exc}", hint=exc.hint) from None
+    deadline.start(None if timeout is None else duration_option(timeout, "--timeout"))
 
 
 # -- where the brokers' metrics are (throttled, fleet usage, plan --usage-from-metrics, apply) ----------

@@ -193,9 +193,9 @@ def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str | N
                   stat: str, source: tuple[str | None, str | None, Path | None, list[str] | None],
                   fail_on_throttle: bool = False) -> UsageOptions:
     """``--usage`` / ``--usage-from-metrics`` and their settings, checked."""
-    from kqplan.commands.fleet_usage import days_or_duration
     from kqplan.commands.forecast import UsageOptions
     from kqplan.commands.throttled import window_of
+    from kqplan.core.units import duration_option
     from kqplan.fleet.usage import local_paths, parse_stat
     from kqplan.metrics.source import PrometheusSource
 
@@ -211,8 +211,8 @@ def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str | N
         "--prometheus-headers": headers, "--metric": metric})
     q = parse_stat(stat)
     if from_metrics:
-        window = window_of(days_or_duration(since or "7d", "--since"),
-                           days_or_duration(step or "60s", "--step"))
+        window = window_of(duration_option(since or "7d", "--since"),
+                           duration_option(step or "60s", "--step"))
         return UsageOptions(metrics=PrometheusSource(prometheus, selector, headers, tuple(metric or ())),
                             window=window, q=q)
     return UsageOptions(paths=tuple(local_paths(paths or [])), q=q)

@@ -24,16 +24,6 @@ from kqplan.cli.options import (
     TimeoutOpt,
     target_of,
 )
-from kqplan.core.errors import KqplanError
-
-
-def _duration(text: str, option: str) -> float:
-    from kqplan.core.units import UnitError, parse_duration
-
-    try:
-        return parse_duration(text)
-    except UnitError as exc:
-        raise KqplanError(f"{option}: {exc}", hint=exc.hint) from None
 
 
 @app.command()
@@ -68,8 +58,10 @@ def throttled(
     def body() -> int:
         chosen = choice(ThrottledFormat, fmt, "--format")
         target = target_of(state, bootstrap_server, command_config, sandbox, timeout)
-        window = window_of(_duration(since, "--since"),
-                           _duration(step, "--step") if step is not None else None)
+        from kqplan.core.units import duration_option
+
+        window = window_of(duration_option(since, "--since"),
+                           duration_option(step, "--step") if step is not None else None)
         given = paths or []
         project = project_config(given)
         return throttled_command(

@@ -139,16 +139,9 @@ def verify(metrics: Metrics, watches: Sequence[Watch], *, changed: float, window
 def check_window(text: str | None) -> float | None:
     """``--verify-enforcement[=WINDOW]``: the window in seconds; None: the default, which depends
     on the brokers' settings (:func:`default_window`)."""
-    from kqplan.core.units import UnitError, parse_duration
+    from kqplan.core.units import duration_option
 
     if text is None or text == "":
         return None
-    try:
-        value = parse_duration(text)
-    except UnitError as exc:
-        raise KqplanError(f"--verify-enforcement: {exc}", hint=exc.hint) from None
-    if value <= 0:
-        raise KqplanError(f"--verify-enforcement {text}: the window must be longer than 0",
-                          hint="e.g. --verify-enforcement=2m")
-    return value
+    return duration_option(text, "--verify-enforcement")
 

@@ -34,16 +34,10 @@ LOG_EVERY = 10.0
 
 
 def days_or_duration(text: str, option: str) -> float:
-    """A duration as ``kqplan throttled`` takes it (ms, s, m, h), or whole days: ``7d``."""
-    from kqplan.core.units import UnitError, parse_duration
+    """Kept for ``cli/fleet.py`` until it calls :func:`kqplan.core.units.duration_option`."""
+    from kqplan.core.units import duration_option
 
-    days = text.strip().removesuffix("d")
-    if days != text.strip() and days.isdigit() and int(days) > 0:
-        return int(days) * 86400.0
-    try:
-        return parse_duration(text)
-    except UnitError as exc:
-        raise KqplanError(f"{option}: {exc}", hint=f"{exc.hint}; or whole days, e.g. 7d") from None
+    return duration_option(text, option)
 
 
 def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry],

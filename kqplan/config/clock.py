@@ -1,5 +1,6 @@
 """The clock expiries are judged by: ``KQPLAN_NOW`` when set (an ISO 8601 date or datetime, UTC
-when no zone is given), else the system clock. Plans record the ``now`` they used, so a plan and a
+when no zone is given, in the years 1000 to 8999 as every instant :func:`parse_when` accepts), else
+the system clock. Plans record the ``now`` they used, so a plan and a
 test are reproducible with the variable set."""
 
 from __future__ import annotations

@@ -6,18 +6,31 @@ entry is in effect while ``now < expires``; from ``expires`` on (exactly at it i
 treated as absent: an ``override: true`` entry falls back to the layer beneath, an entity listed
 only there is no longer listed (deleted under an ownership scope with ``prune``). Values only:
 the clock is read by :mod:`kqplan.config.clock`, never here.
+
+Every instant accepted (an ``expires``, ``KQPLAN_NOW``, a plan's ``now``) lies, once in UTC, in
+the years 1000 to 8999 (:data:`EARLIEST`, :data:`LATEST`): far enough from ``datetime``'s ends
+(years 1 and 9999) that no arithmetic on it — an instant plus or minus five of the longest durations
+(:data:`kqplan.core.units.MAX_DURATION`, 100 years), a difference of two — can overflow.
+``[policy]`` durations are the one duration grammar of :func:`kqplan.core.units.parse_duration`.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from kqplan.core.units import UnitError, parse_duration
 
 _WHEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
                    r"(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?)?")
-_SPAN = re.compile(r"\s*([0-9]{1,7})\s*(s|m|h|d|w)\s*")
-_SPAN_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SPAN_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 WHEN_EXAMPLE = "2026-12-01 or 2026-12-01T18:00Z"
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+"""The earliest instant accepted (included)."""
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""The first instant past the accepted ones: the years 1000 to 8999, in UTC."""
+_EARLIEST_NAIVE, _LATEST_NAIVE = EARLIEST.replace(tzinfo=None), LATEST.replace(tzinfo=None)
 
 
 class ExpiryError(ValueError):
@@ -40,15 +53,21 @@ def parse_when(text: str) -> datetime:
                           f"write e.g. {WHEN_EXAMPLE}") from None
     if found.tzinfo is None:
         found = found.replace(tzinfo=UTC)
+    # compared before converting: the conversion itself overflows near the years 1 and 9999
+    local, offset = found.replace(tzinfo=None), found.utcoffset() or timedelta(0)
+    if not _EARLIEST_NAIVE + offset <= local < _LATEST_NAIVE + offset:
+        raise ExpiryError(f"'{text}' is outside the years 1000 to 8999 (in UTC) that kqplan accepts",
+                          f"write a real date, e.g. {WHEN_EXAMPLE}; an entry without `expires:` "
+                          "never expires")
     return found.astimezone(UTC)
 
 
 def show_when(at: datetime) -> str:
     """``2026-12-01T00:00Z``: minutes always, seconds (and fractions) only when set, always UTC."""
     at = at.astimezone(UTC)
-    text = at.strftime("%Y-%m-%dT%H:%M")
+    text = f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}:{at.minute:02d}"
     if at.second or at.microsecond:
-        text += at.strftime(":%S")
+        text += f":{at.second:02d}"
         if at.microsecond:
             text += f".{at.microsecond:06d}".rstrip("0")
     return text + "Z"
@@ -57,26 +76,27 @@ def show_when(at: datetime) -> str:
 def iso_when(at: datetime) -> str:
     """The JSON form: ``2026-12-01T00:00:00Z`` (seconds always; fractions when set)."""
     at = at.astimezone(UTC)
-    text = at.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}:{at.minute:02d}:{at.second:02d}"
     if at.microsecond:
         text += f".{at.microsecond:06d}".rstrip("0")
     return text + "Z"
 
 
 def parse_span(text: str) -> timedelta:
-    """A ``[policy]`` duration: a whole number with ``s``, ``m`` (minutes), ``h``, ``d`` or ``w``."""
-    found = _SPAN.fullmatch(text)
-    if found is None:
-        raise ExpiryError(f"'{text}' is not a duration",
-                          "write a whole number with s, m, h, d or w, e.g. 7d, 12h or 2w")
-    return timedelta(seconds=int(found[1]) * _SPAN_SECONDS[found[2]])
+    """A ``[policy]`` duration: :func:`kqplan.core.units.parse_duration`'s grammar (``7d``, ``1.5h``,
+    ``2w``), as an ExpiryError for the config reader."""
+    try:
+        return timedelta(seconds=parse_duration(text))
+    except UnitError as exc:
+        raise ExpiryError(str(exc), exc.hint) from None
 
 
 def show_span(span: timedelta) -> str:
-    """``7d``, ``36h``, ``90m``: the largest unit up to days that divides it."""
-    seconds = int(span.total_seconds())
-    for unit in ("d", "h", "m"):
-        size = _SPAN_SECONDS[unit]
-        if seconds and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    """``7d``, ``36h``, ``90m``, ``1500ms``: the largest unit up to days that divides it."""
+    micros = span // timedelta(microseconds=1)
+    for unit, size in _SPAN_SECONDS.items():
+        if micros and micros % (size * 10**6) == 0:
+            return f"{micros // (size * 10**6)}{unit}"
+    if micros % 1000 == 0:
+        return f"{micros // 1000}ms"
+    return f"{Decimal(micros) / 1000}ms"

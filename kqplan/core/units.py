@@ -1,4 +1,5 @@
-"""Byte-rate units: parse ``10MiB``/``10MB`` exactly, and show raw numbers with human units.
+"""Units: byte rates (parse ``10MiB``/``10MB`` exactly, show raw numbers with human units) and
+durations (``30s``, ``1.5h``, ``7d``: the one grammar every flag and setting takes, bounded).
 
 The multipliers are pydantic's ``ByteSize`` table, written out here because importing pydantic
 costs every command 0.07 s of start-up (benchmarks/README.md, issue 15); a test keeps the two
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+
+from kqplan.core.errors import KqplanError
 
 UNITS: tuple[str, ...] = ("B", "kB", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
 MULTIPLIERS: dict[str, int] = {
@@ -77,18 +80,82 @@ def format_bytes(value: float) -> str | None:
     return None  # pragma: no cover - unreachable for value >= 1024
 
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|min|h)?\s*$")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+# -- durations: the one grammar (docs/commands.md#durations) ----------------------------------------
+
+DURATION_UNITS: dict[str, Decimal] = {
+    "ms": Decimal("0.001"), "s": Decimal(1), "m": Decimal(60), "min": Decimal(60), "h": Decimal(3600),
+    "d": Decimal(86400), "w": Decimal(7 * 86400),
+}
+MIN_DURATION = Decimal("0.001")
+"""The shortest duration: 1ms."""
+MAX_DURATION = Decimal(36525 * 86400)
+"""The longest duration: 36525d, 100 years. Bounded so that no caller can overflow with it
+(``timedelta``, a datetime plus it, a float turned into an int); every instant kqplan accepts is
+more than five of these from ``datetime``'s ends (:data:`kqplan.core.expiry.EARLIEST`)."""
+DURATION_HINT = ("write a number and a unit: ms, s, m (or min), h, d or w, e.g. 30s, 2m or 500ms; "
+                 "1.5h, 7d or 2w")
+_DURATION = re.compile(r"\s*+([0-9]++(?:\.[0-9]++)?+)\s*+([^\s0-9.]*+)\s*+")  # possessive: linear
+_SHOWN = 40
 
 
 def parse_duration(text: str) -> float:
-    """``"30s"``, ``"2m"``, ``"500ms"``, ``"1h"`` or a plain number of seconds → seconds (> 0)."""
-    m = _DURATION.match(text)
-    if not m:
-        raise UnitError(f"'{text}' is not a duration",
-                        "write a number with ms, s, m or h, e.g. 30s, 2m or 500ms")
-    seconds = float(m.group(1)) * _SECONDS[m.group(2) or "s"]
-    if seconds <= 0:
-        raise UnitError(f"'{text}' is not a positive duration", "e.g. 30s, 2m or 500ms")
-    return seconds
+    """The one duration grammar, in seconds: a positive number, whole or decimal, and a unit among
+    ``ms``, ``s``, ``m`` (or ``min``: minutes), ``h``, ``d`` and ``w`` — ``30s``, ``1.5h``, ``7d``,
+    ``2w``. A bare number is refused: its unit would be a guess (seconds for ``--timeout``, days for
+    ``[policy] expiry-warning``). From 1ms to 100 years (:data:`MAX_DURATION`)."""
+    m = _DURATION.fullmatch(text)
+    shown = _short(text)
+    if m is None:
+        raise UnitError(f"'{shown}' is not a duration", DURATION_HINT)
+    number, unit = m.groups()
+    if not unit:
+        n = number if len(number) <= _SHOWN // 4 else "30"  # never echo a number of 400 digits thrice
+        raise UnitError(f"'{shown}' is not a duration: it has no unit",
+                        f"write e.g. {n}s for seconds, {n}m for minutes or {n}d for days "
+                        "(units: ms, s, m or min, h, d, w)")
+    if unit not in DURATION_UNITS:
+        raise UnitError(f"'{shown}' is not a duration: unknown unit '{_short(unit)}'",
+                        _unit_hint(number if len(number) <= _SHOWN // 4 else "", unit))
+    seconds = Decimal(number) * DURATION_UNITS[unit]
+    if seconds == 0:
+        raise UnitError(f"'{shown}' is not a positive duration", DURATION_HINT)
+    if seconds < MIN_DURATION:
+        raise UnitError(f"'{shown}' is too short a duration (at least 1ms)", DURATION_HINT)
+    if seconds > MAX_DURATION:
+        raise UnitError(f"'{shown}' is too long a duration (at most 36525d, 100 years)",
+                        "write a shorter one, e.g. 30d or 2w")
+    return float(seconds)
 
+
+def duration_option(text: str, option: str) -> float:
+    """:func:`parse_duration` of the value given to ``option`` (a flag or a setting), in seconds:
+    a KqplanError naming the option when it is not a duration. Every duration flag reads so."""
+    try:
+        return parse_duration(text)
+    except UnitError as exc:
+        raise KqplanError(f"{option}: {exc}", hint=exc.hint) from None
+
+
+def looks_like_duration(text: str) -> bool:
+    """``text`` has the grammar's shape, a number and one of its units, whatever the value (``0s``
+    too): for telling an optional duration argument from a path before parsing it."""
+    m = _DURATION.fullmatch(text)
+    return m is not None and m[2] in DURATION_UNITS
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN - 1]}…"
+
+
+def _unit_hint(number: str, unit: str) -> str:
+    if unit == "M" or unit.lower().removesuffix("s") in ("y", "yr", "year", "mo", "month"):
+        return "months and years vary in length: write days or weeks, e.g. 30d or 52w (m is minutes)"
+    lower = unit.lower()
+    meant = lower if lower in DURATION_UNITS else _WORDS.get(lower.removesuffix("s"))
+    if meant is not None:
+        return f"did you mean '{number}{meant}'? (the units: ms, s, m or min, h, d, w)"
+    return DURATION_HINT
+
+
+_WORDS = {"msec": "ms", "millisecond": "ms", "sec": "s", "second": "s", "min": "min", "minute": "m",
+          "hr": "h", "hour": "h", "day": "d", "wk": "w", "week": "w"}

@@ -47,9 +47,10 @@ def test_every_problem_is_located_in_one_run(tmp_path):
         "kqplan.toml:3:1: error[KQP190] clusters.prod.brokers: must be a whole number of brokers, 1 or more, "
         "not 0",
         "kqplan.toml:5:1: error[KQP190] policy.max-expiry: 'a month' is not a duration",
-        "  = help: write a whole number with s, m, h, d or w, e.g. 7d, 12h or 2w",
+        "  = help: write a number and a unit: ms, s, m (or min), h, d or w, e.g. 30s, 2m or 500ms; 1.5h, 7d "
+        "or 2w",
         "kqplan.toml:6:1: error[KQP190] policy.expiry-warning: must be a duration in quotes, such as \"7d\" "
-        "(s, m, h, d or w), not 7",
+        "(ms, s, m, h, d or w), not 7",
         "kqplan.toml:7:1: error[KQP190] policy.protected-principals[1]: must be a table such as "
         "{user = \"canary\"}, with an optional client-id, not a table",
         "kqplan.toml:7:1: error[KQP190] unknown key 'clientid' in [policy.protected-principals[2]]",

@@ -48,13 +48,15 @@ def test_show_and_iso():
     ("90m", timedelta(minutes=90), "90m"), ("2w", timedelta(weeks=2), "14d"),
     ("45s", timedelta(seconds=45), "45s"),
     (" 3 d ", timedelta(days=3), "3d"),
+    ("1.5d", timedelta(hours=36), "36h"), ("0.5s", timedelta(milliseconds=500), "500ms"),  # one grammar
+    ("1.5ms", timedelta(microseconds=1500), "1.5ms"), ("10min", timedelta(minutes=10), "10m"),
 ])
 def test_spans(text, span, shown):
     assert parse_span(text) == span
     assert show_span(span) == shown
 
 
-@pytest.mark.parametrize("text", ["7", "7 days", "1.5d", "-1d", "d", "1y", ""])
+@pytest.mark.parametrize("text", ["7", "7 days", "-1d", "d", "1y", "", "0d", "36526d"])
 def test_what_is_no_span(text):
     with pytest.raises(ExpiryError):
         parse_span(text)

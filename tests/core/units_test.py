@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from pydantic import ByteSize
 
-from kqplan.core.units import MULTIPLIERS, UNITS, UnitError, parse_bytes
+from kqplan.core.units import MULTIPLIERS, UNITS, UnitError, looks_like_duration, parse_bytes, parse_duration
 
 
 def test_the_table_is_pydantics():
@@ -28,3 +28,19 @@ def test_wrong_units_say_why(text, hint):
     with pytest.raises(UnitError) as err:
         parse_bytes(text)
     assert hint in err.value.hint
+
+
+@pytest.mark.parametrize(("text", "shaped", "seconds"), [
+    ("5m", True, 300.0), ("1.5d", True, 129600.0), ("2w", True, 1209600.0), (" 3 min ", True, 180.0),
+    ("0s", True, None), ("40000d", True, None), ("30", False, None), ("plan.json", False, None),
+    ("5M", False, None), ("", False, None),
+])
+def test_a_duration_has_one_shape(text, shaped, seconds):
+    """``looks_like_duration`` (an optional ``--verify-enforcement`` window or a path?) is the
+    parser's own grammar: anything it parses has the shape."""
+    assert looks_like_duration(text) is shaped
+    if seconds is None:
+        with pytest.raises(UnitError):
+            parse_duration(text)
+    else:
+        assert parse_duration(text) == seconds
