@@ -87,15 +87,50 @@ def apply_command(paths: Sequence[Path], plan_file: Path | None, target: Target,
         raise KqplanError("give manifest paths or --plan FILE (exactly one of them)")
     if plan_file is None:
         paths = manifest_paths(paths, cluster_entry)
-    target = target.within(config.max_input_bytes).or_cluster(cluster_entry)
-    where = target.bootstrap or (str(target.state) if target.state is not None else "(unknown)")
-    with Recorder(report, where, as_json, streams) as record, ExitStack() as stack:
-        ahead = describing_ahead(target, stack) if plan_file is None else None
-        desired = load_checked(paths, config, streams) if plan_file is None else None
+    target = target.within(config.max_input_bytes)
+    with Recorder(report, _where(target.or_cluster(cluster_entry)), as_json, streams) as record, \
+            ExitStack() as stack:
+        saved = None
+        if plan_file is not None:
+            saved = read_plan(plan_file, limit=config.max_input_bytes)
+            check_clock(saved)
+            cluster_entry = planned_cluster(saved, cluster_entry, target, config)
+        target = target.or_cluster(cluster_entry)
+        record.where = _where(target)
+        ahead = describing_ahead(target, stack) if saved is None else None
+        desired = load_checked(paths, config, streams) if saved is None else None
         cluster = ahead if ahead is not None else stack.enter_context(open_cluster(target))
-        return _apply(cluster, desired, plan_file, config, auto_approve=auto_approve, record=record,
+        return _apply(cluster, desired, saved, config, auto_approve=auto_approve, record=record,
                       streams=streams, cluster_entry=cluster_entry, guardrails=guardrails, color=color,
                       as_json=as_json, enforcement=enforcement)
+
+
+def _where(target: Target) -> str:
+    return target.bootstrap or (str(target.state) if target.state is not None else "(unknown)")
+
+
+def planned_cluster(plan: Plan, entry: ClusterEntry | None, target: Target,
+                    config: ProjectConfig) -> ClusterEntry | None:
+    """The inventory cluster a saved plan is applied to: the one it was made for (its
+    ``cluster.name``), as ``terraform apply PLAN`` applies where the plan was made. A ``--cluster``
+    that names another is refused; an explicit target (``--bootstrap-server``, ``--state``,
+    ``--sandbox``) must then be that cluster (its id is checked against the inventory's and the
+    plan's)."""
+    name = plan.cluster.name
+    if name is None:
+        return entry
+    if entry is not None and entry.name != name:
+        raise KqplanError(f"the plan was made for cluster {name}, not {entry.name}; nothing was changed",
+                          hint=f"apply it with --cluster {name} (or without --cluster), or make a plan for "
+                          f"{entry.name} (kqplan plan --cluster {entry.name} --out FILE)")
+    found = entry or config.clusters.get(name)
+    if found is None and not target.chosen():
+        raise KqplanError(f"the plan was made for inventory cluster {name}, which "
+                          f"{config.source or 'the kqplan.toml found here'} does not list; nothing was "
+                          "changed",
+                          hint="apply it from the repository whose kqplan.toml lists it (or --config FILE), "
+                          "or give the cluster's address (--bootstrap-server)")
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,18 +154,17 @@ class _Watching:
     window: float
 
 
-def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | None, config: ProjectConfig, *,
+def _apply(cluster: Cluster, desired: DesiredState | None, saved: Plan | None, config: ProjectConfig, *,
            auto_approve: bool, record: Recorder, streams: Streams, cluster_entry: ClusterEntry | None,
            guardrails: Guardrails, color: bool, as_json: bool, enforcement: Enforcement | None = None) -> int:
-    """Plan (from ``desired``, or the saved ``plan_file`` refreshed) and apply on an open cluster."""
+    """Plan (from ``desired``, or the ``saved`` plan refreshed) and apply on an open cluster."""
     with streams.progress() as progress:
         if desired is not None:
             progress("Describing the cluster")
             plan = compute_plan(desired, cluster, config, record_state=False, entry=cluster_entry)
         else:
-            assert plan_file is not None
-            plan = read_plan(plan_file, limit=config.max_input_bytes)
-            check_clock(plan)
+            assert saved is not None
+            plan = saved
             progress("Refreshing")
             ident = cluster.identity()
             check_inventory_id(cluster_entry, ident.cluster_id, ident.address)
@@ -139,7 +173,8 @@ def _apply(cluster: Cluster, desired: DesiredState | None, plan_file: Path | Non
             check_stale(plan, actual, ident.cluster_id)
             _check_protected(plan, actual, config)
             _check_callbacks(cluster, cluster_entry.name if cluster_entry else ident.address, config)
-            plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode))
+            plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode,
+                                              name=cluster_entry.name if cluster_entry else None))
         journal = record.planned(plan)
         # the guardrails again, saved plans included: a plan may have been made with looser flags
         refused = guardrail_problem(plan, desired, config, guardrails)

@@ -80,6 +80,9 @@ class ClusterRef:
     brokers: int | None = None
     """The broker count budgets were divided by (the cluster's Metadata, or the inventory's
     ``brokers``), when known."""
+    name: str | None = None
+    """The inventory name (``[clusters.NAME]``) when the cluster came from the inventory: shown
+    first, and where ``apply --plan`` applies a saved plan."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,7 +139,8 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     wanted, budgets = rollout.divided(desired, brokers, config)
     if actual is None:
         actual = cluster.describe()
-    ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode, brokers)
+    ref = ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode, brokers,
+                     entry.name if entry is not None else None)
     result = diff(wanted, actual, desired.ownership, cluster=ref,
                   fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
                   origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,

@@ -107,6 +107,8 @@ def _body(plan: Plan) -> dict[str, Any]:
                                "version": plan.cluster.version, "mode": plan.cluster.mode}
     if plan.cluster.brokers is not None:
         cluster["brokers"] = plan.cluster.brokers
+    if plan.cluster.name is not None:  # only then: plans saved before it keep their digest
+        cluster["name"] = plan.cluster.name
     body: dict[str, Any] = {"format_version": PLAN_FORMAT_VERSION, "cluster": cluster}
     if not plan.legacy:
         body.update(rollout_to_json(plan))
@@ -180,7 +182,7 @@ def loads_plan(text: str | bytes, *, source: str) -> Plan:
                               budgets.get(c.display)))
     plan = Plan(tuple(changes), doc.summary.get("unchanged", 0),
                 ClusterRef(doc.cluster.id, doc.cluster.bootstrap, doc.cluster.version, doc.cluster.mode,
-                           doc.cluster.brokers),
+                           doc.cluster.brokers, doc.cluster.name),
                 doc.state_fingerprint, tuple(doc.notes),
                 tuple((Entity.of(u.entity), u.quotas) for u in doc.unmanaged),
                 now=_when(doc.now, source), valid_until=_when(doc.valid_until, source),

@@ -48,6 +48,7 @@ class _ClusterFile(BaseModel):
     version: str | None = None
     mode: str | None = None
     brokers: int | None = None
+    name: str | None = None
 
 
 class PlanFile(BaseModel):

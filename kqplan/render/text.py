@@ -66,8 +66,10 @@ def budget_text(change: Change, key: str, value: float | None, brokers: int | No
 
 
 def target_line(cluster: ClusterRef) -> str:
-    """``cluster ID (ADDRESS), Kafka >=3.9 (zookeeper)``: which cluster, and what kqplan knows of it."""
-    where = f"cluster {cluster.id or 'unknown id'} ({cluster.address})"
+    """``cluster ID (ADDRESS), Kafka >=3.9 (zookeeper)``: which cluster, and what kqplan knows of it;
+    ``cluster NAME (id ID, ADDRESS), …`` for an inventory cluster, its name first."""
+    where = f"cluster {cluster.id or 'unknown id'} ({cluster.address})" if cluster.name is None else \
+        f"cluster {cluster.name} (id {cluster.id or 'unknown'}, {cluster.address})"
     if cluster.version:
         where += f", Kafka {cluster.version}"
     if cluster.mode:

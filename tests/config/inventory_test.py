@@ -16,8 +16,8 @@ def test_example_fleet_plans_prod_from_its_snapshot(monkeypatch):
     result = run_cli("--no-color", "--config", FLEET / "kqplan.toml", "plan", "--cluster", "prod")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
-        "kqplan will perform the following actions on cluster kqplan-example-fleet-prod "
-        "(snapshot:examples/fleet/snapshots/prod.json):\n\n"
+        "kqplan will perform the following actions on cluster prod (id kqplan-example-fleet-prod, "
+        "snapshot:examples/fleet/snapshots/prod.json):\n\n"
         "  ~ {user=orders}  # examples/fleet/overlays/prod/quotas.yaml:10:5 "
         "(overrides examples/fleet/base/quotas.yaml:9:5)\n"
         "      ~ producer_byte_rate = 1048576 (1 MiB) -> 8388608 (8 MiB)\n"
