@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -45,17 +44,18 @@ AllowUnknownOpt = Annotated[bool, typer.Option(
 
 @fleet_app.command("snapshot")
 def fleet_snapshot(
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.json.")],
+    out: Annotated[str, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.json.")],
     cluster: FleetClustersOpt = None,
     timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """One describe per cluster, written as snapshots; exit 1 if any cluster failed."""
-    from kqplan.commands.fleet import snapshot_command
+    from kqplan.commands.fleet import local_dir, snapshot_command
 
     use_config(config)
-    return run(_timed(timeout, lambda: snapshot_command(project_config(), cluster or [], out=out,
-                                                         streams=console_streams())))
+    return run(_timed(timeout, lambda: snapshot_command(
+        project_config(), cluster or [], out=local_dir(out, "fleet snapshot writes snapshot files"),
+        streams=console_streams())))
 
 
 @fleet_app.command("impact")
@@ -179,7 +179,7 @@ def _timed(timeout: str | None, call: Callable[[], int]) -> Callable[[], int]:
 
 @fleet_app.command("usage")
 def fleet_usage(
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.parquet.")],
+    out: Annotated[str, typer.Option("--out", metavar="DIR", help="Write DIR/<cluster>.parquet.")],
     prometheus: PrometheusOpt = None,
     selector: Annotated[str | None, typer.Option(
         "--selector", metavar="'{LABEL=\"VALUE\",...}'",
@@ -198,16 +198,19 @@ def fleet_usage(
 ) -> int:
     """Each cluster's per-bucket usage over a window, from the brokers' metrics in Prometheus, as usage
     Parquet for fleet impact and fleet rightsize; exit 1 if any cluster failed."""
-    from kqplan.commands.fleet_usage import days_or_duration, usage_command
+    from kqplan.commands.fleet import local_dir
+    from kqplan.commands.fleet_usage import usage_command
     from kqplan.commands.throttled import window_of
+    from kqplan.core.units import duration_option
     from kqplan.metrics.source import PrometheusSource
 
     use_config(config)
 
     def body() -> int:
-        window = window_of(days_or_duration(since, "--since"), days_or_duration(step, "--step"))
+        local = local_dir(out, "fleet usage writes Parquet files")
+        window = window_of(duration_option(since, "--since"), duration_option(step, "--step"))
         return usage_command(project_config(), cluster or [],
                              source=PrometheusSource(prometheus, selector, headers, tuple(metric or ())),
-                             window=window, out=out, streams=console_streams())
+                             window=window, out=local, streams=console_streams())
 
     return run(_timed(timeout, body))

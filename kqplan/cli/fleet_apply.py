@@ -24,7 +24,8 @@ def fleet_apply(
         "--auto-approve", help="Do not ask for confirmation (required without a terminal).")] = False,
     report: Annotated[Path | None, typer.Option(
         "--report", dir_okay=False, metavar="REPORT.json",
-        help="What was applied where, and what was not started, per cluster (JSON).")] = None,
+        help="What was applied where, and what was not started, per cluster (JSON): 'in progress' from "
+        "the first alter, then this run's result however it ends.")] = None,
     timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
 ) -> int:

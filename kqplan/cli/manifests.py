@@ -25,16 +25,16 @@ from kqplan.cli.options import (
 )
 from kqplan.core.errors import ExitCode, KqplanError
 
-SCHEMAS = ("manifest", "plan", "report", "errors", "usage")
+SCHEMAS = ("manifest", "plan", "report", "fleet-report", "errors", "usage")
 
 
 @app.command()
 def schema(
     name: Annotated[str, typer.Argument(
-        help="manifest | plan | report | errors | usage", metavar="NAME")] = "manifest",
+        help="manifest | plan | report | fleet-report | errors | usage", metavar="NAME")] = "manifest",
 ) -> int:
-    """Print a JSON Schema: manifests, plan JSON, apply reports, diagnostics/errors, or a fleet
-    usage sample."""
+    """Print a JSON Schema: manifests, plan JSON, apply reports (single and fleet),
+    diagnostics/errors, or a fleet usage sample."""
     import json
 
     def body() -> int:

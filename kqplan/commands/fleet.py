@@ -84,7 +84,7 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
                  fmt: FleetFormat, detailed_exitcode: bool, streams: Streams,
                  spark_master: str | None = None, spark_remote: str | None = None) -> int:
     """Every cluster's plan (``kqplan plan --cluster``'s semantics), the change rows, a summary."""
-    local_out = _out_for(engine, out) if out is not None else None
+    local_out, out = _out_for(engine, out) if out is not None else (None, None)
     entries = clusters.select(config, names)
 
     loaded = clusters.load(entries, config)
@@ -99,14 +99,16 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
         results = clusters.each(entries, work, progress=progress, label="Planning")
         rows: list[ChangeRow] = []
         if engine is Engine.SPARK:
-            from kqplan.fleet.spark import change_frame, collect_rows
-            from kqplan.fleet.spark_tables import CHANGES, join_uri
+            from kqplan.fleet.spark import change_frame, check_filesystems, collect_rows
+            from kqplan.fleet.spark_tables import CHANGES, write_table
 
             with _spark(streams, progress, spark_master, spark_remote, "Joining on Spark") as spark:
+                if out is not None and local_out is None:
+                    check_filesystems(spark, [("--out", out)])
                 frame = change_frame(spark, [r.value[1] for r in results if r.value is not None])
                 if out is not None and local_out is None:  # a URI: Spark writes the table there
                     frame = frame.persist()
-                    frame.write.mode("overwrite").parquet(join_uri(str(out), CHANGES))
+                    write_table(frame, out, CHANGES)
                     changed_keys = frame.count()
                     frame.unpersist()
                 else:
@@ -186,7 +188,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     q = parse_stat(stat)
     _check_window(window)
     usage = _usage_for(engine, usage, tables)
-    local_out = _out_for(engine, out)
+    local_out, out = _out_for(engine, out)
     entries = clusters.select(config, names)
     charted = clusters.output_paths(local_out or Path("."), [e.name for e in entries], CHART_SUFFIX)
     seen = clusters.inventory_check(config, allow_unknown=allow_unknown_clusters, warn=streams.warn)
@@ -200,16 +202,19 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         states = {r.cluster: (r.value[2], apply_ops(r.value[2], r.value[0].changes))
                   for r in results if r.value is not None}
         if engine is Engine.SPARK:
+            from kqplan.fleet.spark import check_filesystems
             from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
             from kqplan.fleet.spark_tables import write_impact as spark_write_impact
             from kqplan.fleet.spark_usage import usage_frame
 
             with _spark(streams, progress, spark_master, spark_remote,
                         "Resolving the usage on Spark") as spark:
+                if local_out is None:  # Spark has the filesystem it writes to, before any work
+                    check_filesystems(spark, [("--out", out)])
                 # Spark reads the usage itself: 10^7 samples never pass through this process
                 frame = usage_frame(spark, usage, tables, checked=False)  # checked as it is aggregated
                 if local_out is None:  # and writes the tables where the URI says
-                    summary, written = spark_write_impact(spark, states, frame, q, out=str(out),
+                    summary, written = spark_write_impact(spark, states, frame, q, out=out,
                                                           window=window, seen=seen)
                     histograms = {c: written.get(c) for c in states}
                 else:
@@ -240,31 +245,46 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     return ExitCode.ERROR if fail_on_throttle and hit else ExitCode.OK
 
 
-def _out_for(engine: Engine, out: str | Path) -> Path | None:
+def _out_for(engine: Engine, out: str | Path) -> tuple[Path | None, str]:
     """``--out`` as a local directory, or None for a URI the Spark engine writes to itself (a
-    ``file://`` URI is a local directory for the local engine, Spark's to write for Spark)."""
-    from kqplan.fleet.usage import is_uri, local_paths
+    ``file://`` URI is a local directory for the local engine, Spark's to write for Spark); and
+    ``out`` as passed on (a URI checked, its scheme in lower case). A value that is no well-formed
+    URI (:func:`~kqplan.fleet.locations.checked_uri`: ``file:rel``, ``s3a:``) is refused before any work."""
+    from kqplan.fleet.locations import checked_uri, is_uri, local_location
 
-    if not is_uri(out):
-        path = Path(out)
-        if path.exists() and not path.is_dir():
-            raise KqplanError(f"--out {path} is a file", hint="give a directory for the tables")
-        return path
-    if engine is Engine.SPARK:
-        return None
-    try:
-        return local_paths([out])[0]
-    except KqplanError:
+    if is_uri(out):
+        out = checked_uri("--out", str(out))
+        if engine is Engine.SPARK:
+            return None, out
+    path = local_location("--out", out)
+    if path is None:
         raise KqplanError(f"--out {out}: the local engine writes local files",
-                          hint="add --engine spark: Spark writes to any filesystem its Hadoop layer has"
-                          ) from None
+                          hint="add --engine spark: Spark writes to any filesystem its Hadoop layer has")
+    if path.exists() and not path.is_dir():
+        raise KqplanError(f"--out {path} is a file", hint="give a directory for the tables")
+    return path, str(out)
+
+
+def local_dir(out: str | Path, what: str) -> Path:
+    """The ``--out`` of a command that writes ``what`` into a local directory itself (snapshot,
+    usage, rightsize): a path, or a ``file://`` URI's path; another URI, or a value that is no
+    well-formed URI, is refused before any work."""
+    from kqplan.fleet.locations import local_location
+
+    path = local_location("--out", out)
+    if path is None:
+        raise KqplanError(f"--out {out}: {what}, into a local directory",
+                          hint="give a local directory (a path, or file:///ABSOLUTE/PATH)")
+    return path
 
 
 def _usage_for(engine: Engine, usage: Sequence[str | Path], tables: Sequence[str]) -> list[str | Path]:
     """``--usage`` and ``--usage-table`` checked for the engine: the local engine takes local paths
-    (``file://`` URIs as paths); the Spark engine paths, URIs and tables. A local path that does not
-    exist is an error before any cluster is described."""
-    from kqplan.fleet.usage import is_uri, local_paths, usage_files
+    (``file://`` URIs as paths); the Spark engine paths, URIs (checked, their scheme in lower case)
+    and tables. A local path that does not exist, or a value that is no well-formed URI, is an
+    error before any cluster is described."""
+    from kqplan.fleet.locations import checked_uri, is_uri
+    from kqplan.fleet.usage import local_paths, usage_files
 
     if not usage and not tables:
         raise KqplanError("no usage given", hint="give --usage PATH|URI (repeatable) or --usage-table NAME")
@@ -272,8 +292,9 @@ def _usage_for(engine: Engine, usage: Sequence[str | Path], tables: Sequence[str
         paths = local_paths(usage, tables)
         list(usage_files(paths))
         return list(paths)
-    list(usage_files([Path(u) for u in usage if not is_uri(u)]))
-    return list(usage)
+    given = [checked_uri("--usage", str(u)) if is_uri(u) else u for u in usage]
+    list(usage_files([Path(u) for u in given if not is_uri(u)]))
+    return given
 
 
 def _check_window(window: float) -> None:
@@ -318,6 +339,7 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     a warning, its rows left out)."""
     from kqplan.commands import fleet_manifests as manifests
     from kqplan.files import write_all
+    from kqplan.fleet.locations import checked_uri, is_uri
     from kqplan.fleet.proposals import markdown_view, proposals_parquet, render_json
     from kqplan.fleet.proposals import render_text as render_summary
     from kqplan.fleet.rightsize import Rules, default_min_samples
@@ -328,6 +350,8 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
                      min_samples=default_min_samples(window) if min_samples is None else min_samples)
     label_map = manifests.labels(labels)
     entries = clusters.select(config, names)
+    if is_uri(out):  # a value that is no well-formed URI: refused as everywhere
+        checked_uri("--out", str(out))
     out = manifests.manifest_dir(out)
     folders = manifests.folders(out, entries)
     usage = _usage_for(engine, usage, tables)  # a missing path: an error before any describe

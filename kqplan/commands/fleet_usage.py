@@ -33,13 +33,6 @@ DOCS = "docs/fleet.md"
 LOG_EVERY = 10.0
 
 
-def days_or_duration(text: str, option: str) -> float:
-    """Kept for ``cli/fleet.py`` until it calls :func:`kqplan.core.units.duration_option`."""
-    from kqplan.core.units import duration_option
-
-    return duration_option(text, option)
-
-
 def check_sources(source: PrometheusSource, entries: Sequence[ClusterEntry],
                   sources: Mapping[str, PrometheusSource]) -> None:
     """Several clusters from one Prometheus need a selector that tells them apart."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Self
 
 from kqplan.apply.protocol import Journal
 from kqplan.console import Streams
@@ -31,28 +31,37 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Recorder:
-    """The ``--report`` file of one apply, true at every moment: an ``in progress`` document
-    replaces the previous run's before the first real alter, and the final one is written however
-    the apply ends — a result, an error (what was known then, and the error), Ctrl-C or SIGTERM
-    (``interrupted``). A report from an older run is never left standing."""
+def stopped_by(exc: BaseException | None) -> tuple[RunStatus, str | None]:
+    """How a run that had not finished ended, from what stopped it: Ctrl-C or SIGTERM is
+    ``interrupted``; anything else ``failed``, with the error in the user's words (a bug as an
+    internal error)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return RunStatus.INTERRUPTED, None
+    if isinstance(exc, KqplanError):
+        return RunStatus.FAILED, exc.message
+    return RunStatus.FAILED, f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None
 
-    def __init__(self, path: Path | None, where: str, as_json: bool, streams: Streams) -> None:
-        self.path, self.where, self.as_json, self.streams = path, where, as_json, streams
-        self.started_at = _now()
-        self.journal: Journal | None = None
-        self.digest: str | None = None
+
+class ReportLifecycle:
+    """The life cycle of a ``--report`` file, whatever the report says: SIGTERM raised where the
+    run stands (as Ctrl-C is) while the block runs, ``in progress`` documents only into a regular
+    file, and however the block ends before :attr:`done`, the final document from
+    :meth:`_stopped_document` (``failed`` or ``interrupted``, see :func:`stopped_by`). The single
+    apply (:class:`Recorder`) and fleet apply (:class:`kqplan.commands.fleet_apply.FleetRecorder`)
+    fill in what their documents say."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.started_at = now()
         self.done = False
+        """The final document is written: leaving the block writes nothing more."""
         self._previous: Any = None
-        self._result: ApplyReport | None = None
-        self._enforcement: dict[str, Any] | None = None
-        """The report's ``enforcement`` object: ``in progress`` while apply watches the metrics."""
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, _terminate)
         return self
@@ -61,12 +70,50 @@ class Recorder:
                  tb: TracebackType | None) -> None:
         try:
             if not self.done and self.path is not None:
-                self._write(self._stopped(exc))
-            elif self._enforcement is not None and self._enforcement.get("status") == "in progress":
-                self._watch_stopped(exc)
+                status, error = stopped_by(exc)
+                write_atomically(self.path, self._stopped_document(status, error))
+            else:
+                self._ended(exc)
         finally:
             if self._previous is not None:
                 signal.signal(signal.SIGTERM, self._previous)
+
+    def _stopped_document(self, status: RunStatus, error: str | None) -> str:
+        """The final document of a run stopped by an error or a signal."""
+        raise NotImplementedError
+
+    def _ended(self, exc: BaseException | None) -> None:
+        """The block ended with the final document written (or no file): anything after it."""
+
+    def _progress(self, document: str) -> None:
+        """An ``in progress`` document, only into a regular file (a pipe or /dev/stdout gets the
+        final document alone)."""
+        path = self.path
+        if path is None or (path.exists() and not path.is_file()):
+            return
+        write_atomically(path, document)
+
+    def _final(self, document: str) -> None:
+        """The final document (again, when something is added to it)."""
+        self.done = True
+        if self.path is not None:
+            write_atomically(self.path, document)
+
+
+class Recorder(ReportLifecycle):
+    """The ``--report`` file of one apply, true at every moment: an ``in progress`` document
+    replaces the previous run's before the first real alter, and the final one is written however
+    the apply ends — a result, an error (what was known then, and the error), Ctrl-C or SIGTERM
+    (``interrupted``). A report from an older run is never left standing."""
+
+    def __init__(self, path: Path | None, where: str, as_json: bool, streams: Streams) -> None:
+        super().__init__(path)
+        self.where, self.as_json, self.streams = where, as_json, streams
+        self.journal: Journal | None = None
+        self.digest: str | None = None
+        self._result: ApplyReport | None = None
+        self._enforcement: dict[str, Any] | None = None
+        """The report's ``enforcement`` object: ``in progress`` while apply watches the metrics."""
 
     def planned(self, plan: Plan) -> Journal:
         """The plan is known: from now on a report lists its entities."""
@@ -77,23 +124,19 @@ class Recorder:
     def begin(self) -> None:
         """Before the first request that changes anything: ``in progress``, every entity not sent
         yet (only into a regular file: a pipe or /dev/stdout gets the final document alone)."""
-        path = self.path
-        if path is None or self.journal is None or (path.exists() and not path.is_file()):
-            return
-        self._write(self.journal.report(RunStatus.IN_PROGRESS))
+        if self.journal is not None:
+            self._progress(self._document(self.journal.report(RunStatus.IN_PROGRESS), finished=False))
 
     def finish(self, result: ApplyReport, *, quiet: bool = False, color: bool = False,
                verifying: bool = False) -> None:
         """The apply's result: the file, and stdout (the JSON document, or the text). ``verifying``:
         the metrics are watched next, so the file says ``enforcement: in progress`` and the JSON
         document waits for :meth:`enforced`."""
-        self.done = True
         self._result = result
         if verifying:
             self._enforcement = {"status": "in progress"}
         document = self._document(result, finished=True)
-        if self.path is not None:
-            write_atomically(self.path, document)
+        self._final(document)
         if self.as_json and not verifying:
             self.streams.print(document, end="")
         elif not quiet and not self.as_json:
@@ -104,36 +147,27 @@ class Recorder:
         assert self._result is not None
         self._enforcement = enforcement
         document = self._document(self._result, finished=True)
-        if self.path is not None:
-            write_atomically(self.path, document)
+        self._final(document)
         if self.as_json:
             self.streams.print(document, end="")
 
-    def _watch_stopped(self, exc: BaseException | None) -> None:
+    def _ended(self, exc: BaseException | None) -> None:
         """The watch stopped early (Ctrl-C, SIGTERM, an error): the alter stands, the report says so."""
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        error = None if interrupted else exc.message if isinstance(exc, KqplanError) else (
-            f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None)
-        self.enforced({"status": "interrupted" if interrupted else "failed", "error": error})
+        if self._enforcement is not None and self._enforcement.get("status") == "in progress":
+            status, error = stopped_by(exc)
+            self.enforced({"status": status.value, "error": error})
 
-    def _stopped(self, exc: BaseException | None) -> ApplyReport:
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        status = RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED
-        error = (None if interrupted else exc.message if isinstance(exc, KqplanError)
-                 else f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None)
+    def _stopped_document(self, status: RunStatus, error: str | None) -> str:
         if self.journal is not None:
-            return self.journal.report(status, error)
-        return ApplyReport(ClusterRef(None, self.where), (), False, 0,
-                           {"describe": 0, "alter_validate": 0, "alter": 0}, status=status, error=error)
-
-    def _write(self, result: ApplyReport) -> None:
-        assert self.path is not None
-        finished = result.status is not RunStatus.IN_PROGRESS
-        write_atomically(self.path, self._document(result, finished=finished))
+            result = self.journal.report(status, error)
+        else:
+            result = ApplyReport(ClusterRef(None, self.where), (), False, 0,
+                                 {"describe": 0, "alter_validate": 0, "alter": 0}, status=status, error=error)
+        return self._document(result, finished=True)
 
     def _document(self, result: ApplyReport, *, finished: bool) -> str:
         result = replace(result, started_at=self.started_at, plan_digest=self.digest,
-                         finished_at=_now() if finished else None)
+                         finished_at=now() if finished else None)
         document = report_to_json(result)
         if self._enforcement is not None:
             document["enforcement"] = self._enforcement

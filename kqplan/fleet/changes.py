@@ -15,6 +15,7 @@ from pathlib import Path
 from kqplan.core.entity import Entity
 from kqplan.core.plan import Plan
 from kqplan.core.state import QuotaState
+from kqplan.fleet.locations import arrow_path
 
 COLUMNS = ("cluster", "entity", "action", "key", "before", "after")
 
@@ -67,11 +68,11 @@ def write_parquet(rows: Iterable[ChangeRow], path: Path) -> None:
     schema = pa.schema([("cluster", pa.string()), ("entity", pa.string()), ("action", pa.string()),
                         ("key", pa.string()), ("before", pa.float64()), ("after", pa.float64())])
     table = pa.table({name: [getattr(r, name) for r in ordered] for name in COLUMNS}, schema=schema)
-    pq.write_table(table, path)
+    pq.write_table(table, arrow_path(path))
 
 
 def read_parquet(path: Path) -> list[ChangeRow]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path).to_pydict()
+    table = pq.read_table(arrow_path(path)).to_pydict()
     return [ChangeRow(*values) for values in zip(*(table[c] for c in COLUMNS), strict=True)]

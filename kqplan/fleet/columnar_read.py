@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kqplan.core.errors import KqplanError
+from kqplan.fleet.locations import arrow_path
 from kqplan.fleet.usage import (
     REPLACEMENT,
     TS_RANGE,
@@ -292,7 +293,7 @@ def _record(path: Path, row: int) -> Mapping[str, object]:
     """Row ``row`` (from 0) of a Parquet file, as pyarrow gives it to the Python reader."""
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
+    parquet = pq.ParquetFile(arrow_path(path))
     try:
         columns = [c for c in COLUMNS if c in parquet.schema_arrow.names]
         start = 0

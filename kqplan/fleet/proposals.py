@@ -22,6 +22,7 @@ from kqplan.core.entity import Entity, name_problem, visible
 from kqplan.core.quotas import QUOTA_KEYS
 from kqplan.core.state import QuotaState
 from kqplan.core.units import format_bytes, format_number
+from kqplan.fleet.locations import arrow_path
 from kqplan.fleet.rightsize import (
     PROPOSAL_COLUMNS,
     UNWRITTEN,
@@ -172,7 +173,7 @@ def proposals_parquet(rows: Sequence[ProposalRow]) -> bytes:
 def read_proposals(path: Path) -> list[ProposalRow]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path).to_pydict()
+    table = pq.read_table(arrow_path(path)).to_pydict()
     return [ProposalRow(*values) for values in zip(*(table[c] for c in PROPOSAL_COLUMNS), strict=True)]
 
 

@@ -11,6 +11,7 @@ session, and frames made of rows in this process (a usage frame of samples: test
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.console import Progress
+from kqplan.core.errors import KqplanError
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
 from kqplan.fleet.usage import USAGE_KEYS, Usage
 
@@ -255,6 +257,127 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
             sys.stderr.write(f"Spark's own log: {log}\n")
         elif log is not None:
             Path(log).unlink(missing_ok=True)
+
+
+# -- the filesystems of URIs: which one Spark lacks, or cannot reach, and how to add it -------------
+
+_UNSUPPORTED = "org.apache.hadoop.fs.UnsupportedFileSystemException"
+"""Hadoop knows no FileSystem class for the scheme (``No FileSystem for scheme "x"``)."""
+_NOT_FOUND = ("java.lang.ClassNotFoundException", "java.lang.NoClassDefFoundError")
+"""Hadoop knows the class (``fs.SCHEME.impl``: S3A, ABFS, GCS), and its jar is not on Spark's classpath."""
+_UNKNOWN_HOST = "java.net.UnknownHostException"
+_REFUSED = "java.net.ConnectException"
+_JAVA_CLASS = re.compile(r"\b(?:java|javax|org|com)\.(?:[A-Za-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)\b")
+_AZURE = "org.apache.hadoop:hadoop-azure:{hadoop}"
+_PACKAGES = {
+    "s3a": "org.apache.hadoop:hadoop-aws:{hadoop}",
+    "gs": ("org.apache.hadoop:hadoop-gcp:{hadoop} (Hadoop 3.5 on; or Google's shaded gcs-connector with "
+           "spark.hadoop.fs.gs.impl=com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem)"),
+    "abfs": _AZURE, "abfss": _AZURE, "wasb": _AZURE, "wasbs": _AZURE,
+}
+"""The package that brings a scheme's filesystem (``{hadoop}``: the version of Spark's Hadoop jars)."""
+
+
+def java_classes(exc: BaseException) -> list[str]:
+    """The Java classes of a pyspark error and of its causes, outermost first: a Py4JJavaError's
+    ``java_exception``, a captured error's origin; a Spark Connect error carries only its message,
+    where the server names the class (``(java.lang.ClassNotFoundException) …``)."""
+    origin = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    classes: list[str] = []
+    while origin is not None and len(classes) < 32:
+        try:
+            classes.append(str(origin.getClass().getName()))
+            origin = origin.getCause()
+        except Exception:  # the gateway is gone: what was read
+            break
+    return classes or _JAVA_CLASS.findall(str(exc))
+
+
+def _connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _hadoop(spark: Any, scheme: str) -> tuple[str, str | None]:
+    """The version of Spark's Hadoop jars and the class ``fs.SCHEME.impl`` names (a local session's
+    JVM; a Connect server's are its own: unknown)."""
+    if _connect(spark):
+        return "<the Hadoop version of the server's Spark>", None
+    try:
+        version = str(spark._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+        impl = spark._jsc.hadoopConfiguration().get(f"fs.{scheme}.impl")
+    except Exception:
+        return "<the Hadoop version of Spark's jars>", None
+    return version, None if impl is None else str(impl)
+
+
+def filesystem_error(spark: Any, exc: BaseException, flag: str, uri: str) -> KqplanError | None:
+    """What Spark said of ``uri`` (given as ``flag``) when it is about its filesystem, by the Java
+    classes of the error (:func:`java_classes`): no filesystem for the scheme, or its connector's
+    jar missing — which one, and the package that adds it; a host (an HDFS namenode or nameservice)
+    that does not resolve, or does not answer. None: another error."""
+    from urllib.parse import urlsplit
+
+    from kqplan.core.entity import visible
+
+    parts = urlsplit(uri)
+    scheme, shown = parts.scheme.lower(), f"{flag} {visible(uri)}"
+    classes = java_classes(exc)
+    if scheme == "file" or not classes:
+        return None
+    if _UNSUPPORTED in classes or any(c in classes for c in _NOT_FOUND):
+        hadoop, impl = _hadoop(spark, scheme)
+        package = _PACKAGES.get(scheme, "the Maven coordinates of a Hadoop FileSystem for {scheme}://").format(
+            hadoop=hadoop, scheme=scheme)
+        how = ("start the Spark Connect server with --packages PACKAGE (or its spark.jars.packages)"
+               if _connect(spark) else "set spark.jars.packages PACKAGE in spark-defaults.conf (in "
+               "$SPARK_CONF_DIR), or run kqplan with PYSPARK_SUBMIT_ARGS='--packages PACKAGE pyspark-shell'")
+        missing = f"its class {impl} (fs.{scheme}.impl) is not on Spark's classpath" if impl else \
+            f"Spark has no FileSystem for {scheme}://"
+        return KqplanError(f"{shown}: Spark cannot use {scheme}:// URIs: {missing}",
+                           hint=f"add the {scheme}:// filesystem to Spark: PACKAGE = {package}; {how}")
+    host = visible(parts.hostname or parts.netloc)
+    if _UNKNOWN_HOST in classes:
+        if scheme in ("hdfs", "viewfs"):
+            return KqplanError(f"{shown}: Spark cannot resolve {host}, the URI's namenode or nameservice",
+                               hint="for an HA nameservice, give Spark the cluster's Hadoop configuration: "
+                               "HADOOP_CONF_DIR pointing at its core-site.xml and hdfs-site.xml where Spark "
+                               "starts (or the spark.hadoop.dfs.* settings); else hdfs://NAMENODE:PORT/PATH")
+        return KqplanError(f"{shown}: Spark cannot resolve the host {host}",
+                           hint="check the URI's bucket, account or host, and the network where Spark runs")
+    if _REFUSED in classes:
+        return KqplanError(f"{shown}: nothing answers at {visible(parts.netloc)}",
+                           hint="check the namenode's address and port (hdfs://NAMENODE:8020/ by default)"
+                           if scheme == "hdfs" else "check the URI's host and port")
+    return None
+
+
+@contextmanager
+def filesystem_errors(spark: Any, flag: str, uri: str) -> Iterator[None]:
+    """Spark's errors in the block about ``uri``'s filesystem, as :func:`filesystem_error` says them."""
+    try:
+        yield
+    except KqplanError:
+        raise
+    except Exception as exc:
+        found = filesystem_error(spark, exc, flag, uri)
+        if found is None:
+            raise
+        raise found from None
+
+
+def check_filesystems(spark: Any, uris: Sequence[tuple[str, str]]) -> None:
+    """Before any work: Spark has a filesystem for the scheme of each ``(flag, uri)`` (a local
+    session's JVM is asked; a Connect server's classpath is its own, and its read or write says
+    it, through :func:`filesystem_error`)."""
+    if _connect(spark):
+        return
+    for flag, uri in uris:
+        scheme = uri.partition(":")[0].lower()
+        if scheme == "file":
+            continue
+        with filesystem_errors(spark, flag, uri):
+            conf = spark._jsc.hadoopConfiguration()
+            spark._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
 
 
 def tasks_text(label: str, stages: Sequence[tuple[int, int]]) -> str:

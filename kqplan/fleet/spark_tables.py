@@ -20,7 +20,7 @@ from kqplan.core.errors import KqplanError
 from kqplan.core.filenames import component_problem
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, IMPACT_COLUMNS, BucketRow, ClusterImpact, Throttled
-from kqplan.fleet.spark import frame_of
+from kqplan.fleet.spark import filesystem_errors, frame_of
 from kqplan.fleet.tables import BINS, CAP, Histogram, edges
 
 if TYPE_CHECKING:
@@ -47,6 +47,14 @@ def join_uri(base: str, name: str) -> str:
         raise KqplanError(f"cannot write {visible(name)!r} under {visible(base)}: {problem}",
                           hint="names used as file names must be plain names, not paths")
     return base.rstrip("/") + "/" + name
+
+
+def write_table(frame: Any, out: str, name: str) -> None:
+    """``frame`` as the Parquet directory ``out/name`` (:func:`join_uri`), replaced when there; a
+    filesystem Spark lacks or cannot reach is said so (:func:`~kqplan.fleet.spark.filesystem_error`)."""
+    uri = join_uri(out, name)
+    with filesystem_errors(frame.sparkSession, "--out", out):
+        frame.write.mode("overwrite").parquet(uri)
 
 
 def _plain(column: Any) -> Any:
@@ -200,11 +208,11 @@ def write_impact(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]]
         table, groups = with_display(spark, frame, found)
         table, groups = table.persist(), groups.persist()
         try:
-            table.select(*IMPACT_COLUMNS).write.mode("overwrite").parquet(join_uri(out, IMPACT))
-            groups.write.mode("overwrite").parquet(join_uri(out, BUCKETS))
+            write_table(table.select(*IMPACT_COLUMNS), out, IMPACT)
+            write_table(groups, out, BUCKETS)
             unused = _unused(spark, states, table).persist()
             try:
-                unused.write.mode("overwrite").parquet(join_uri(out, UNUSED))
+                write_table(unused, out, UNUSED)
                 return _summaries(table, groups, unused, list(states), untimed), _histograms(table)
             finally:
                 unused.unpersist()

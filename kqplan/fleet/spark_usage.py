@@ -243,11 +243,15 @@ def _path_frames(spark: Any, paths: Sequence[Path]) -> list[tuple[Any, bool]]:
 def _usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str]) -> Any:
     from pyspark.sql import functions as F
 
+    from kqplan.fleet.spark import check_filesystems, filesystem_errors
+
+    check_filesystems(spark, [("--usage", str(u)) for u in usage if is_uri(u)])  # before any read
     paths = [Path(u) for u in usage if not is_uri(u)]  # their headers and footers checked as listed
     read = [(frame, nanos, F.input_file_name()) for frame, nanos in _path_frames(spark, paths)]
     for uri in (str(u) for u in usage if is_uri(u)):
-        read += [(_columns_kept(frame, uri), nanos, F.input_file_name())
-                 for frame, nanos in _uri_frames(spark, uri)]
+        with filesystem_errors(spark, "--usage", uri):  # Spark lacks its filesystem, or cannot reach it
+            read += [(_columns_kept(frame, uri), nanos, F.input_file_name())
+                     for frame, nanos in _uri_frames(spark, uri)]
     read += [(_columns_kept(spark.table(name), f"--usage-table {name}"), False, F.lit(f"table {name}"))
              for name in tables]
     frames = [_checked_columns(frame, nanos, origin) for frame, nanos, origin in read]

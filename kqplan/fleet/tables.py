@@ -15,6 +15,7 @@ from typing import Any
 
 from kqplan.core.entity import visible
 from kqplan.fleet.impact import BucketRow, ImpactRow, UnusedRow
+from kqplan.fleet.locations import arrow_path
 
 ARROW = {"str": "string", "str | None": "string", "float": "float64", "float | None": "float64",
          "int": "int64", "bool": "bool_", "bool | None": "bool_"}
@@ -40,7 +41,8 @@ def _write(rows: Sequence[object], row: type[Any], path: Path) -> None:
 
     schema = schema_of(row)
     # column by column with attrgetter (dataclasses.astuple deep-copies: 20x slower at 10^5 rows)
-    pq.write_table(pa.table({c: list(map(attrgetter(c), rows)) for c in schema.names}, schema=schema), path)
+    table = pa.table({c: list(map(attrgetter(c), rows)) for c in schema.names}, schema=schema)
+    pq.write_table(table, arrow_path(path))
 
 
 def write_impact(rows: Sequence[ImpactRow], path: Path) -> None:

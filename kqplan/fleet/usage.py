@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kqplan.core.errors import KqplanError
+from kqplan.fleet.locations import arrow_path, is_uri, local_location
 from kqplan.fleet.samples import USAGE_KEYS, Sample, Unit, Usage, parse_stat, statistic
 from kqplan.fleet.usage_schema import (
     BUCKETS,
@@ -44,7 +45,7 @@ from kqplan.fleet.usage_schema import (
 
 _T = TypeVar("_T")
 
-__all__ = ["USAGE_KEYS", "Sample", "Unit", "Usage", "parse_stat", "read_usage", "statistic"]
+__all__ = ["USAGE_KEYS", "Sample", "Unit", "Usage", "is_uri", "parse_stat", "read_usage", "statistic"]
 _NUMBER, _TIME = re.compile(NUMBER), re.compile(TIME)
 _KNOWN = frozenset(NAMES)
 TS_RANGE = (-62135596800.0, 253402300799.0)
@@ -65,33 +66,20 @@ SKIPPED = (".", "_")
 """Names in a usage directory that start so are not read (``_SUCCESS``, ``.crc`` files)."""
 
 
-URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-"""A ``--usage`` value naming a URI (``file://``, ``s3a://``, ``gs://``, ``abfss://``, ``hdfs://`` …)."""
-
-
-def is_uri(text: str | Path) -> bool:
-    return isinstance(text, str) and URI.match(text) is not None
-
-
 def local_paths(usage: Sequence[str | Path], tables: Sequence[str] = ()) -> list[Path]:
     """``--usage`` for the local engine: paths, and ``file://`` URIs as paths; a URI of another
     filesystem or a ``--usage-table`` is an error saying the Spark engine reads those."""
-    from urllib.parse import unquote, urlparse
-
     if tables:
         raise KqplanError(f"--usage-table {tables[0]}: the local engine reads files, not Spark's catalog",
                           hint="add --engine spark (with --spark-master or --spark-remote for your cluster)")
     paths = []
     for item in usage:
-        if not is_uri(item):
-            paths.append(Path(item))
-            continue
-        parsed = urlparse(str(item))
-        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        path = local_location("--usage", item)
+        if path is None:
             raise KqplanError(f"--usage {item}: the local engine reads local files, not "
-                              f"{parsed.scheme}:// URIs",
+                              f"{str(item).partition(':')[0]}:// URIs",
                               hint="add --engine spark: Spark reads any filesystem its Hadoop layer has")
-        paths.append(Path(unquote(parsed.path)))
+        paths.append(path)
     return paths
 
 
@@ -284,9 +272,9 @@ def read_parquet(path: Path, *, schema_only: bool = False) -> Any:
 
     try:
         if schema_only:
-            with pq.ParquetFile(path) as parquet:
+            with pq.ParquetFile(arrow_path(path)) as parquet:
                 return parquet.schema_arrow
-        return pq.read_table(path)
+        return pq.read_table(arrow_path(path))
     except (pa.ArrowException, OSError) as exc:
         raise _not_parquet(path, exc) from None
 
@@ -298,7 +286,7 @@ def _parquet_records(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
 
     i = 0
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(arrow_path(path))
     except (pa.ArrowException, OSError) as exc:
         raise _not_parquet(path, exc) from None
     with parquet:
@@ -434,11 +422,6 @@ def bucket_kind(path: Path | str, where: str, record: Mapping[str, object], *, b
     problem = bucket_problem(record)
     assert problem is not None
     raise refusal(path, where, *problem)
-
-
-def refuse_bucket(path: Path | str, where: str, record: Mapping[str, object]) -> None:
-    """Refuse a row of a quota bucket (:func:`~kqplan.fleet.usage_schema.bucket_problem`)."""
-    bucket_kind(path, where, record, buckets=False)
 
 
 def negative(raw: object) -> bool:
