@@ -113,6 +113,7 @@ def real_outputs(tmp_path) -> dict[str, list[Any]]:
         outputs["report"].append(failed.json)
 
     outputs["report"] += enforcement_reports(tmp_path)
+    outputs["plan"] += inventory_plans(tmp_path / "inventory")
 
     bad = tmp_path / "bad"
     write_manifest(bad / "bad.yaml", "entities:\n  - user: a\n    quotas: {producer_byte_rat: 1}\n")
@@ -125,6 +126,31 @@ def real_outputs(tmp_path) -> dict[str, list[Any]]:
     assert error.exit_code == 1
     outputs["errors"] += [diags.json, json.loads(error.stderr)]
     return outputs
+
+
+def inventory_plans(root) -> list[Any]:
+    """Plans of an inventory cluster (its name), with an expiry that causes a change (expired_at)
+    and a blast radius (--principals: impact)."""
+    import os
+    from unittest import mock
+
+    with Sandbox.start(SandboxConfig(seed={Entity.user("tmp"): {"producer_byte_rate": 1.0},
+                                           Entity.user("p"): {"producer_byte_rate": 5.0}},
+                                     cluster_id="west-id")) as box:
+        write_manifest(root / "west" / "q.yaml", "ownership: {prune: true, scope: [{user: 'tmp'}]}\n"
+                       "entities:\n  - user: tmp\n    expires: 2026-06-01\n"
+                       "    quotas: {producer_byte_rate: 1}\n  - user: p\n    quotas: {producer_byte_rate: 7}\n")
+        (root / "kqplan.toml").write_text(f'[clusters.west]\nid = "west-id"\nbootstrap-server = '
+                                          f'"{box.bootstrap}"\nmanifests = ["west"]\n')
+        (root / "who.csv").write_text("user,client-id\np,app\n")
+        with mock.patch.dict(os.environ, {"KQPLAN_NOW": "2026-07-01T00:00Z"}):
+            made = run_cli("--config", root / "kqplan.toml", "plan", "--cluster", "west", "--format", "json",
+                           "--principals", root / "who.csv")
+        assert made.exit_code == 0, made.stderr
+        assert (made.json["cluster"]["name"], made.json["expired_at"]) == \
+            ("west", {"{user=tmp}": "2026-06-01T00:00:00Z"})
+        assert made.json["impact"]["principals"]
+        return [made.json]
 
 
 def enforcement_reports(tmp_path) -> list[Any]:
