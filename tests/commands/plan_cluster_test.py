@@ -86,7 +86,8 @@ def test_a_plan_without_an_inventory_cluster_reads_as_before(repo, tmp_path):
     keep their digest): apply --plan needs the target, as it always did."""
     repo_dir, west, _ = repo
     out = repo_dir / "plain.json"
-    path = write_manifest(repo_dir / "plain" / "q.yaml", f"entities:\n  - user: solo\n    quotas: {{{P}: 1}}\n")
+    path = write_manifest(repo_dir / "plain" / "q.yaml",
+                          f"entities:\n  - user: solo\n    quotas: {{{P}: 1}}\n")
     assert run_cli("plan", path, "--bootstrap-server", west.bootstrap, "--out", out).exit_code == 0
     assert "name" not in json.loads(out.read_text())["cluster"]
     shown = run_cli("plan", path, "--bootstrap-server", west.bootstrap)
