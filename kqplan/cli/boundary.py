@@ -1,5 +1,6 @@
 """The one error boundary every command goes through: a :class:`KqplanError` prints its message
-and exits 1, Ctrl-C exits 130, and a traceback appears only with ``--debug``."""
+and exits 1, Ctrl-C exits 130, a module of an extra that is not installed is named with the extra
+to install, and a traceback appears only with ``--debug``."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
         sys.stderr.write("Interrupted.\n")
         return ExitCode.INTERRUPTED
     except Exception as exc:  # a bug: say so, without a traceback unless asked
+        missing = missing_extra(exc)
+        if missing is not None:  # not a bug: an optional module this command needs
+            return _failed(missing, json_errors=json_errors)
         if global_options["debug"]:
             traceback.print_exc()
         else:
@@ -36,6 +40,39 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
         return ExitCode.ERROR
     finally:
         deadline.start(None)  # a --timeout is one command's (tests run several in one process)
+
+
+EXTRAS: dict[str, str] = {
+    # the fleet extra: the local fleet engine, usage files (Parquet) and charts
+    "duckdb": "fleet", "pyarrow": "fleet", "matplotlib": "fleet", "numpy": "fleet",
+    # the spark extra: pyspark, its JVM gateway and what its Connect client imports
+    "pyspark": "spark", "py4j": "spark", "pandas": "spark", "grpc": "spark", "grpc_status": "spark",
+    "google": "spark", "zstandard": "spark",
+    "jks": "jks",  # the purejks package: JKS/JCEKS stores
+    "gssapi": "kerberos",  # SASL/GSSAPI
+}
+"""The top-level module of each optional dependency → the extra of ``pyproject.toml`` that installs it."""
+
+EXTRA_USES = {
+    "fleet": "the local fleet engine, usage files and charts",
+    "spark": "the Spark engine",
+    "jks": "JKS and JCEKS key stores",
+    "kerberos": "SASL/GSSAPI (Kerberos)",
+}
+
+
+def missing_extra(exc: BaseException) -> KqplanError | None:
+    """A :class:`ModuleNotFoundError` of an optional module (:data:`EXTRAS`) as the error that
+    names the extra to install; ``None`` for anything else (a missing module of kqplan's own is a bug)."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name is None:
+        return None
+    module = exc.name.partition(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    return KqplanError(f"this command needs the Python module '{module}', which is not installed: kqplan's "
+                       f"'{extra}' extra brings it ({EXTRA_USES[extra]})",
+                       hint=f"pip install 'kqplan[{extra}]' in the environment kqplan runs in ({sys.prefix})")
 
 
 def _failed(exc: KqplanError, *, json_errors: bool) -> int:

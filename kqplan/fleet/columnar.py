@@ -130,11 +130,7 @@ def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: 
     """:func:`kqplan.fleet.impact.impact_rows` of ``read_usage(paths, buckets=True)``, computed on DuckDB;
     ``progress`` hears what it is doing, ``held`` bounds a statistics query (:data:`HELD`), ``seen``
     every cluster the usage names, once the files have passed the checks."""
-    try:
-        import duckdb
-    except ImportError:
-        raise KqplanError("the local engine of fleet impact needs DuckDB", hint="pip install 'kqplan[spark]'"
-                          ) from None
+    import duckdb  # a missing one is named with its extra (kqplan[fleet]) by cli.boundary
     report = progress or (lambda _: None)
     with _connected() as con:
         try:

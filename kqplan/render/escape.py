@@ -66,6 +66,15 @@ def markdown_text(text: str) -> str:
                                shown)
 
 
+def markdown_block(text: str) -> str:
+    """Several lines shown exactly (messages, diagnostics) as an HTML ``<pre>`` block: its content
+    is not Markdown, so no fence inside it can close it and no heading can be forged; line breaks
+    are kept, every other non-printable character escaped. Used by ``action.yml`` (the PR comment's
+    blocks of kqplan's messages and apply reports)."""
+    lines = [_HTML_RE.sub(lambda m: _HTML[m.group()], visible(line)) for line in text.splitlines()]
+    return "<pre>\n" + "\n".join(lines) + "\n</pre>"
+
+
 def github_data(text: str) -> str:
     """The message of a workflow command (after ``::``): ``%``, CR and LF encoded, every other
     non-printable character escaped (a line break is the message's own, shown as a new line)."""

@@ -22,22 +22,27 @@ MANIFEST = ("entities:\n  - user: u1\n    quotas: {producer_byte_rate: 2000}\n"
             "  - user: u2\n    quotas: {producer_byte_rate: 2000}\n")
 
 
+def three_clusters(stack: ExitStack, root: Path, prod_eu: Fault) -> tuple[Path, dict[str, Sandbox]]:
+    """Three sandboxes in waves staging, prod-eu, prod-us (``prod_eu``: prod-eu's fault), an
+    inventory naming them and a manifest each."""
+    boxes = {}
+    for name in NAMES:
+        boxes[name] = stack.enter_context(Sandbox.start(SandboxConfig(
+            port=0, cluster_id=f"id-{name}", seed=SEED, faults=(prod_eu,) if name == "prod-eu" else ())))
+    toml = "".join(f'[clusters.{n}]\nbootstrap-server = "{b.bootstrap}"\nid = "id-{n}"\n'
+                   f'manifests = ["q/{n}"]\n\n' for n, b in boxes.items())
+    toml += '[rollout]\nwaves = [["staging"], ["prod-eu"], ["prod-us"]]\n'
+    (root / "kqplan.toml").write_text(toml)
+    for name in NAMES:
+        write_manifest(root / "q" / name / "q.yaml", f"cluster: {name}\n" + MANIFEST)
+    return root / "kqplan.toml", boxes
+
+
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Sandbox]]]:
     with ExitStack() as stack:
-        boxes = {}
-        for name in NAMES:
-            faults = (Fault("alter", error_code=44, error_message="policy says no",
-                            entities=frozenset({Entity.user("u1")})),) if name == "prod-eu" else ()
-            boxes[name] = stack.enter_context(Sandbox.start(SandboxConfig(
-                port=0, cluster_id=f"id-{name}", seed=SEED, faults=faults)))
-        toml = "".join(f'[clusters.{n}]\nbootstrap-server = "{b.bootstrap}"\nid = "id-{n}"\n'
-                       f'manifests = ["q/{n}"]\n\n' for n, b in boxes.items())
-        toml += '[rollout]\nwaves = [["staging"], ["prod-eu"], ["prod-us"]]\n'
-        (tmp_path / "kqplan.toml").write_text(toml)
-        for name in NAMES:
-            write_manifest(tmp_path / "q" / name / "q.yaml", f"cluster: {name}\n" + MANIFEST)
-        yield tmp_path / "kqplan.toml", boxes
+        yield three_clusters(stack, tmp_path, Fault("alter", error_code=44, error_message="policy says no",
+                                                    entities=frozenset({Entity.user("u1")})))
 
 
 def rate(box: Sandbox, user: str) -> float | None:

@@ -10,6 +10,7 @@ text exactly."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -32,6 +33,7 @@ from kqplan.fleet.rightsize import ProposalRow, Rules, target
 from kqplan.render.escape import (
     github_data,
     github_property,
+    markdown_block,
     markdown_cell,
     markdown_code,
     markdown_text,
@@ -131,6 +133,17 @@ def test_text_at_the_start_of_a_list_item_opens_no_block(text):
     assert structure(note) == structure("> - y\n")
     assert words(shown(note)) == words(visible(text))
 
+
+@FAST
+@given(st.lists(hostile, min_size=1, max_size=4).map("\n".join))
+def test_a_block_is_one_pre_element_whatever_its_lines(text):
+    block = markdown_block(text)
+    assert "<!--" not in block
+    assert block.count("<pre>") == block.count("</pre>") == 1
+    assert [t.type for t in MD.parse(f"{block}\n\n### after\n")] == \
+        ["html_block", "heading_open", "inline", "heading_close"]  # no heading of its own, nothing hidden
+    inner = block.removeprefix("<pre>\n").removesuffix("\n</pre>")
+    assert html.unescape(inner) == "\n".join(visible(line) for line in text.splitlines())
 
 
 @FAST

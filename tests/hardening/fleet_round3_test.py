@@ -25,7 +25,7 @@ from referencing import Registry, Resource
 
 from kqplan.core.errors import KqplanError
 from kqplan.sandbox import Fault, Sandbox, SandboxConfig
-from tests.commands.fleet_apply_test import MANIFEST, NAMES, SEED, rate
+from tests.commands.fleet_apply_test import MANIFEST, NAMES, SEED, rate, three_clusters
 from tests.helpers import REPO, run_cli, write_manifest
 
 STALE = {"ok": True, "status": "finished", "clusters": []}
@@ -51,18 +51,7 @@ def slow_fleet(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Sandbox]]]:
     """Three sandboxes; prod-eu's real alter waits 30 s before the broker handles it (its
     validateOnly passes at once): the fleet apply stands in prod-eu's alter meanwhile."""
     with ExitStack() as stack:
-        boxes = {}
-        for name in NAMES:
-            faults = (Fault("alter", delay_ms=30_000),) if name == "prod-eu" else ()
-            boxes[name] = stack.enter_context(Sandbox.start(SandboxConfig(
-                port=0, cluster_id=f"id-{name}", seed=SEED, faults=faults)))
-        toml = "".join(f'[clusters.{n}]\nbootstrap-server = "{b.bootstrap}"\nid = "id-{n}"\n'
-                       f'manifests = ["q/{n}"]\n\n' for n, b in boxes.items())
-        toml += '[rollout]\nwaves = [["staging"], ["prod-eu"], ["prod-us"]]\n'
-        (tmp_path / "kqplan.toml").write_text(toml)
-        for name in NAMES:
-            write_manifest(tmp_path / "q" / name / "q.yaml", f"cluster: {name}\n" + MANIFEST)
-        yield tmp_path / "kqplan.toml", boxes
+        yield three_clusters(stack, tmp_path, Fault("alter", delay_ms=30_000))
 
 
 def _alter_sent(box: Sandbox) -> bool:

@@ -139,7 +139,8 @@ def inventory_plans(root) -> list[Any]:
                                      cluster_id="west-id")) as box:
         write_manifest(root / "west" / "q.yaml", "ownership: {prune: true, scope: [{user: 'tmp'}]}\n"
                        "entities:\n  - user: tmp\n    expires: 2026-06-01\n"
-                       "    quotas: {producer_byte_rate: 1}\n  - user: p\n    quotas: {producer_byte_rate: 7}\n")
+                       "    quotas: {producer_byte_rate: 1}\n"
+                       "  - user: p\n    quotas: {producer_byte_rate: 7}\n")
         (root / "kqplan.toml").write_text(f'[clusters.west]\nid = "west-id"\nbootstrap-server = '
                                           f'"{box.bootstrap}"\nmanifests = ["west"]\n')
         (root / "who.csv").write_text("user,client-id\np,app\n")
