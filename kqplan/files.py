@@ -345,3 +345,55 @@ def shown_path(path: Path) -> Path:
         return path.relative_to(Path.cwd())
     except (ValueError, OSError):  # outside the current directory, or the directory is gone
         return path
+
+
+# -- paths as output shows them --------------------------------------------------------------------
+
+_ROOT: list[Path | None] = [None]
+"""The repository root manifest paths are shown from (:func:`set_display_root`); None: the
+current directory."""
+
+
+def repository_root(anchor: Path) -> Path | None:
+    """The top of the git work tree that holds ``anchor`` (a directory with ``.git``, a directory
+    or a worktree's file), or None."""
+    here = Path(os.path.abspath(anchor))
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def set_display_root(config_file: Path | None, start: Path | None = None) -> None:
+    """Where output paths are shown from, for this command: the git work tree's top holding
+    ``kqplan.toml`` (``config_file``), else its directory; without one, the work tree holding
+    ``start`` (the first path given, else the current directory), else the current directory.
+    So an annotation says ``teams/quotas.yaml`` — what GitHub attaches to the diff — from any
+    directory, inside the repository or out."""
+    anchor = config_file.parent if config_file is not None else start if start is not None else Path.cwd()
+    root = repository_root(anchor)
+    if root is None and config_file is not None:
+        root = Path(os.path.abspath(config_file.parent))
+    _ROOT[0] = Path(os.path.realpath(root)) if root is not None else None
+
+
+def display_path(path: Path | str) -> str:
+    """``path`` as output shows it (plans, diagnostics, annotations, JSON): relative to the
+    repository root (:func:`set_display_root`) when it lies under it, else absolute — never
+    ``../..``, which would mean something else wherever the output is read. The path opened is
+    never this one (it may not be relative to the current directory)."""
+    given = Path(path)
+    try:
+        here = Path.cwd()
+    except OSError:  # the current directory is gone
+        return str(given)
+    absolute = Path(os.path.normpath(given if given.is_absolute() else here / given))
+    real = Path(os.path.realpath(absolute.parent)) / absolute.name
+    root = _ROOT[0] or here
+    for candidate in (absolute, real):
+        try:
+            return str(candidate.relative_to(root))
+        except ValueError:
+            continue
+    return str(absolute)
+

@@ -85,6 +85,12 @@ def write_manifest(path: Path, body: str) -> Path:
     return path
 
 
+def shown(path: Path | str, root: Path) -> str:
+    """``path`` as output shows it when ``root`` is the repository root (issue 43): relative to
+    ``root`` (``m/q.yaml``, ``kqplan.toml``). ``path`` must lie under ``root``."""
+    return str(Path(path).relative_to(root))
+
+
 @dataclass(frozen=True)
 class Live:
     name: str

@@ -48,17 +48,18 @@ def project_config(paths: Sequence[Path] = (), problems: list[Diagnostic] | None
     they raise). An inventory layer that does not exist yet (KQP191) is reported by ``validate``
     only: for the other commands it is an error where that layer is read (``manifest_paths``), and
     export, import and init create it."""
-    from kqplan.config.find import find_config, load_config  # pydantic: only when a command runs
-    from kqplan.config.model import MISSING_LAYER
+    from kqplan.config.find import load_config, nearest_config  # pydantic: only when a command runs
+    from kqplan.config.model import MISSING_LAYER, ProjectConfig
     from kqplan.core.diagnostics import DiagnosticsError
+    from kqplan.files import set_display_root
 
     found: list[Diagnostic] = []
     explicit: Path | None = global_options["config"]
-    if explicit is not None:
-        config = load_config(explicit, found)
-    else:
-        start = paths[0] if paths else Path.cwd()
-        config = find_config(start if start.is_dir() else start.parent, found)
+    start = paths[0] if paths else Path.cwd()
+    start = start if start.is_dir() else start.parent
+    file = explicit if explicit is not None else nearest_config(start)
+    set_display_root(file, start)  # before the file is read: its problems are shown from the root too
+    config = load_config(file, found) if file is not None else ProjectConfig()
     if problems is not None:
         problems.extend(found)
         return config

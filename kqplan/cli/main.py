@@ -89,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         from kqplan.perf import exit_without_freeing
 
         exit_without_freeing()
+    from kqplan.files import set_display_root
+
+    set_display_root(None)  # the current directory, until a command finds its project
     try:
         args = optional_values(sys.argv[1:] if argv is None else argv)
         with _only_named(args):

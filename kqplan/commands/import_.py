@@ -84,10 +84,10 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
     for entity in entities:
         quotas = dict(actual[entity])
         origin = desired.origins.get(entity)
-        listed_here = origin is not None and (here == Path(origin.source.path).resolve().parent
-                                            or here in Path(origin.source.path).resolve().parents)
+        listed_here = origin is not None and (here == Path(origin.source.opened).resolve().parent
+                                            or here in Path(origin.source.opened).resolve().parents)
         if origin is not None and listed_here:
-            path = Path(origin.source.path)
+            path = Path(origin.source.opened)
             doc, _ = edits.get(path) or edits.setdefault(path, load_rt(path))
             item = doc["entities"][origin.loc[1]]
             removed = desired.quotas.get(entity, {}).keys() - quotas.keys() if item.get("override") else ()

@@ -327,12 +327,14 @@ def _policy(path: Path, text: str, doc: dict[str, Any], custom_keys: frozenset[s
                                          f"policy.keys.{key}: min is above max"))
             continue
         bounds.append(KeyBounds(key, low, high))
+    from kqplan.files import display_path
+
     warning, longest = _spans(path, text, raw, problems)
     return Policy(raw["max-delete"], float(raw["max-delete-percent"]), tuple(required),
                   tuple(defaults), tuple(raw["required-labels"]), tuple(bounds), raw["allow-unmanaged"],
                   warning, longest, _principals(path, text, raw, problems), path,
                   quota_callback=raw["quota-callback"],
-                  allowed_quota_callbacks=tuple(raw["allowed-quota-callbacks"]))
+                  allowed_quota_callbacks=tuple(raw["allowed-quota-callbacks"]), shown=display_path(path))
 
 
 def _spans(path: Path, text: str, raw: dict[str, Any],

@@ -109,7 +109,14 @@ class Source(Protocol):
     manifest package's ``SourceFile`` composes its text on first use)."""
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The file as output shows it (from the repository root)."""
+        ...
+
+    @property
+    def opened(self) -> str:
+        """The file as it is opened (relative to the current directory, or absolute)."""
+        ...
 
     def span(self, loc: Loc, *, at_key: bool = False) -> Span:
         """The line and column of ``loc`` (of its key when ``at_key``)."""

@@ -88,6 +88,8 @@ class Policy:
     refuses plan and apply (``error``), KQP175."""
     allowed_quota_callbacks: tuple[str, ...] = ()
     """``allowed-quota-callbacks``: callback classes known to keep Kafka's buckets and limits."""
+    shown: str | None = None
+    """``source`` as output shows it (from the repository root), for the problems located on it."""
 
 
 def rule_name(policy: Policy | None, name: str) -> str:
@@ -142,7 +144,8 @@ def policy_diagnostics(desired: DesiredState, policy: Policy) -> list[Diagnostic
     for types in policy.required_defaults:
         default = Entity(tuple((t, None) for t in types))
         if default not in desired.quotas:
-            span = Span(str(policy.source), 0, 0) if policy.source is not None else Span("kqplan.toml", 0, 0)
+            where = policy.shown or (str(policy.source) if policy.source is not None else "kqplan.toml")
+            span = Span(where, 0, 0)
             found.append(Diagnostic(MISSING_DEFAULT, f"no manifest lists {default.display}, required by "
                                     f"{rule_name(policy, 'required-defaults')}", span,
                                     hint=f"add an entry `{' '.join(f'{t}: <default>' for t in types)}` "

@@ -142,7 +142,7 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig, *,
     def files() -> Iterator[tuple[LoadedManifest, int]]:
         for layer, path in enumerate(paths):
             for item in iter_load([path], config, diagnostics):
-                key = Path(item.source.path).resolve()
+                key = Path(item.source.opened).resolve()
                 if key in seen:  # a file in two layers (nested paths) is read once, in the first
                     continue
                 seen.add(key)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kqplan.config.model import ProjectConfig
 from kqplan.core.diagnostics import Diagnostic, Span
+from kqplan.files import display_path
 from kqplan.manifest.fast.read import read_apart
 from kqplan.manifest.parse import parse_yaml, read_text
 from kqplan.manifest.shape import validate_model
@@ -39,7 +40,7 @@ def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
     diags: list[Diagnostic] = []
 
     def problem(path: Path | str, message: str, hint: str | None = None) -> None:
-        diags.append(Diagnostic("KQP008", message, Span(str(path), 0, 0), hint=hint))
+        diags.append(Diagnostic("KQP008", message, Span(display_path(path), 0, 0), hint=hint))
 
     for path in paths:
         if path.is_dir():
@@ -129,7 +130,7 @@ def iter_load(paths: Sequence[Path], config: ProjectConfig,
         if diag is not None or text is None:
             read.append(diag) if diag else None
             continue
-        read.append(SourceFile.of(str(path), text))
+        read.append(SourceFile.of(display_path(path), text, str(path)))
     sources = [item for item in read if isinstance(item, SourceFile)]
     apart = {id(s): r for s in sources if (r := read_apart(s, _whole(s, diagnostics))) is not None}
     parsed = parse_ahead([s for s in sources if id(s) not in apart])

@@ -13,7 +13,7 @@ import yaml_rs
 from kqplan.core.diagnostics import Diagnostic, Span
 from kqplan.core.entity import visible
 from kqplan.core.errors import KqplanError
-from kqplan.files import read_bounded
+from kqplan.files import display_path, read_bounded
 from kqplan.manifest.head import API_VERSION, KIND
 from kqplan.manifest.source import SourceFile
 
@@ -31,7 +31,7 @@ def _unreadable(path: Path, max_bytes: int, exc: KqplanError) -> Diagnostic:
     """The bounded reader's refusal as a located diagnostic: KQP004 for a regular file over the
     limit (``[limits] max-file-mib``), KQP008 for anything else (its problem, without the path
     the span already names)."""
-    name = str(path)
+    name = display_path(path)
     try:
         st = path.stat()
     except OSError:
@@ -41,14 +41,14 @@ def _unreadable(path: Path, max_bytes: int, exc: KqplanError) -> Diagnostic:
             "KQP004", f"file is {st.st_size / 2**20:.1f} MiB, over the {max_bytes // 2**20} MiB limit",
             Span(name, 0, 0),
             hint="split it into several files, or raise [limits] max-file-mib in kqplan.toml")
-    problem = exc.message.removeprefix(f"cannot read manifest {visible(name)}: ")
+    problem = exc.message.removeprefix(f"cannot read manifest {visible(str(path))}: ")
     return Diagnostic("KQP008", f"cannot read file: {problem}", Span(name, 0, 0), hint=exc.hint)
 
 
 def read_text(path: Path, max_bytes: int) -> tuple[str | None, Diagnostic | None]:
     """Read a manifest as UTF-8 (a BOM is allowed), refusing huge or undecodable files, and
     anything but a regular file (``/dev/zero`` stats as empty and reads forever; a FIFO blocks)."""
-    name = str(path)
+    name = display_path(path)
     try:
         data = read_bounded(path, what="manifest", limit=max_bytes)
     except KqplanError as exc:

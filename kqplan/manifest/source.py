@@ -19,7 +19,10 @@ MANIFEST_SUFFIXES = (".yaml", ".yml")
 @dataclass(slots=True)
 class SourceFile:
     path: str
+    """The file as output shows it (:func:`kqplan.files.display_path`: from the repository root)."""
     text: str
+    file: str | None = None
+    """The file as it is opened (``path`` when None): relative to the current directory, or absolute."""
     _locator: Locator | None = None
     _items: tuple[list[int], int] | None = None
 
@@ -34,8 +37,13 @@ class SourceFile:
         return (lines[index], column) if 0 <= index < len(lines) else None
 
     @classmethod
-    def of(cls, path: str, text: str) -> SourceFile:
-        return cls(path, text)
+    def of(cls, path: str, text: str, file: str | None = None) -> SourceFile:
+        return cls(path, text, file)
+
+    @property
+    def opened(self) -> str:
+        """The path to open the file by (never :attr:`path`, which may be from elsewhere)."""
+        return self.file if self.file is not None else self.path
 
     def span(self, loc: Loc, *, at_key: bool = False) -> Span:
         """Where ``loc`` is in the file (composes the text on first use)."""

@@ -66,19 +66,62 @@ def test_a_saved_plan_records_the_relative_origin(project: Path):
     assert f'"origin": "{ORIGIN}"' in (project / "plan.json").read_text()
 
 
-def test_from_a_subdirectory_layers_below_it_are_relative_and_the_others_absolute(
-        project: Path, monkeypatch: pytest.MonkeyPatch):
-    """Outside the current directory a layer stays absolute, never ``../``: an absolute path means
-    the same wherever the output is read."""
+def test_from_a_subdirectory_paths_are_from_the_repository_root(project: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    """Issue 43: whatever the current directory, paths are shown from the repository root (here the
+    directory of kqplan.toml): what GitHub attaches to the diff. Never ``../``."""
     monkeypatch.chdir(project / "overlays")
     result = run_cli("plan", "--cluster", "prod", "--format", "json")
     assert result.exit_code == 0, result.stderr
+    assert [c["origin"] for c in result.json["changes"]] == [ORIGIN]
+    write_manifest(project / "base" / "q.yaml", BASE.replace("producer_byte_rate", "producer_rate"))
+    github = run_cli("validate", "--cluster", "prod", "--format", "github")
+    assert github.stdout.splitlines()[0].split("::")[1] == \
+        "error title=kqplan KQP110,file=base/q.yaml,line=5,col=14"
+
+
+def test_from_outside_the_repository_paths_are_from_its_root(project: Path, tmp_path_factory,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    monkeypatch.chdir(elsewhere)
+    result = run_cli("--config", project / "kqplan.toml", "plan", "--cluster", "prod", "--format", "markdown")
+    assert result.exit_code == 0, result.stderr
+    assert f"— from `{ORIGIN}`" in result.stdout
+    assert str(project) not in result.stdout
+
+
+def test_the_git_work_tree_is_the_root_when_kqplan_toml_is_deeper(project: Path, monkeypatch):
+    """kqplan.toml in a subfolder of a git repository: paths from the work tree's top."""
+    import shutil
+    import subprocess
+
+    deeper = project / "quotas"
+    deeper.mkdir()
+    for name in ("base", "overlays", "kqplan.toml"):
+        shutil.move(project / name, deeper / name)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    monkeypatch.chdir(deeper / "overlays" / "prod")
+    result = run_cli("plan", "--cluster", "prod", "--format", "json")
+    assert result.exit_code == 0, result.stderr
     assert [c["origin"] for c in result.json["changes"]] == [
-        f"prod/q.yaml:4:5 (overrides {project}/base/q.yaml:4:5)"]
+        "quotas/overlays/prod/q.yaml:4:5 (overrides quotas/base/q.yaml:4:5)"]
+    given = run_cli("plan", "../../base", "--cluster", "prod", "--format", "json")
+    assert [c["origin"] for c in given.json["changes"]] == ["quotas/base/q.yaml:4:5"]
 
 
-def test_explicit_paths_are_shown_as_given(project: Path):
+def test_explicit_paths_are_shown_from_the_root_too(project: Path):
     absolute = run_cli("plan", project / "base", "--cluster", "prod", "--format", "json")
     relative = run_cli("plan", "base", "--cluster", "prod", "--format", "json")
-    assert [c["origin"] for c in absolute.json["changes"]] == [f"{project}/base/q.yaml:4:5"]
+    assert [c["origin"] for c in absolute.json["changes"]] == ["base/q.yaml:4:5"]
     assert [c["origin"] for c in relative.json["changes"]] == ["base/q.yaml:4:5"]
+
+
+def test_a_problem_located_on_kqplan_toml_is_shown_from_the_root_too(project: Path, tmp_path_factory,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    toml = project / "kqplan.toml"
+    toml.write_text(toml.read_text() + '[policy]\nrequired-defaults = ["user"]\n')
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    result = run_cli("--config", toml, "validate", "--cluster", "prod")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("kqplan.toml: error[KQP153] no manifest lists {user=<default>}"), \
+        result.stdout

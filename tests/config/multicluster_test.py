@@ -60,7 +60,7 @@ def test_two_clusters_share_a_base_and_prod_overrides_it(fleet):
     changes = {c["display"]: c for c in prod.json["changes"]}
     assert changes["{user=payments-api}"]["after"] == {"producer_byte_rate": 5 * 2**20}
     assert changes["{user=payments-api}"]["origin"] == (
-        f"{root}/overlays/prod/quotas.yaml:4:5 (overrides {root}/base/quotas.yaml:4:5)")
+        "overlays/prod/quotas.yaml:4:5 (overrides base/quotas.yaml:4:5)")
     assert changes["{user=payments-api}"]["metadata"] == {"labels": {"team": "payments"}, "description": None}
     assert prod.json["cluster"]["id"] == "prod-id"
     staging = cli(root, "plan", "--cluster", "staging", "--format", "json")
@@ -138,14 +138,13 @@ def test_policies_are_located_errors(tmp_path):
         'required-labels = ["team"]\n[policy.keys.producer_byte_rate]\nmin = "1KiB"\nmax = "1GiB"\n')
     result = run_cli("--config", tmp_path / "kqplan.toml", "validate", tmp_path / "m")
     assert result.exit_code == 1
-    path = tmp_path / "m" / "q.yaml"
-    out = result.stdout
-    assert (f"{path}:5:34: error[KQP150] producer_byte_rate = 100 of {{user=a}} is below the "
+    out = "\n" + result.stdout  # each diagnostic begins a line with the path from the root
+    assert ("\nm/q.yaml:5:34: error[KQP150] producer_byte_rate = 100 of {user=a} is below the "
             "minimum 1024") in out
-    assert (f"{path}:8:34: error[KQP151] producer_byte_rate = 2147483648 of {{user=b}} is above the "
+    assert ("\nm/q.yaml:8:34: error[KQP151] producer_byte_rate = 2147483648 of {user=b} is above the "
             "maximum") in out
-    assert f"{path}:4:5: error[KQP152] {{user=a}} does not set consumer_byte_rate" in out
-    assert f"{path}:4:5: error[KQP154] {{user=a}} has no label team" in out
+    assert "\nm/q.yaml:4:5: error[KQP152] {user=a} does not set consumer_byte_rate" in out
+    assert "\nm/q.yaml:4:5: error[KQP154] {user=a} has no label team" in out
     assert "error[KQP153] no manifest lists {user=<default>}" in out
 
 
@@ -154,13 +153,13 @@ def test_config_and_guard_mistakes_are_located(tmp_path):
     write_manifest(tmp_path / "q.yaml", "entities: []\n")
     bad = run_cli("--config", tmp_path / "kqplan.toml", "validate", tmp_path / "q.yaml")
     assert bad.exit_code == 1
-    assert bad.stderr.startswith(f"{tmp_path}/kqplan.toml:2:1: error[KQP190] unknown key 'bootstrap' in "
+    assert bad.stderr.startswith("kqplan.toml:2:1: error[KQP190] unknown key 'bootstrap' in "
                                  "[clusters.prod]\n  = help: did you mean 'bootstrap-server'?\n")
     (tmp_path / "kqplan.toml").write_text('[clusters.prod]\nbootstrap-server = "x:1"\n')
     write_manifest(tmp_path / "q.yaml", "cluster: prdo\nentities: []\n")
     guard = run_cli("--config", tmp_path / "kqplan.toml", "validate", tmp_path / "q.yaml")
     assert guard.exit_code == 1
-    assert f"{tmp_path}/q.yaml:3:10: error[KQP141] cluster 'prdo' is not in the inventory" in guard.stdout
+    assert "\nq.yaml:3:10: error[KQP141] cluster 'prdo' is not in the inventory" in "\n" + guard.stdout
 
 
 def test_layers_without_override_are_duplicates_and_override_needs_a_base(tmp_path):

@@ -19,7 +19,7 @@ from kqplan.config.reader import check_config
 from kqplan.config.schema import checked_document, validate_document
 from kqplan.core.diagnostics import DiagnosticsError
 from tests.config.plain_test import FULL, _spots, any_documents, corrupted_documents, near_misses
-from tests.helpers import run_cli, write_manifest
+from tests.helpers import run_cli, shown, write_manifest
 
 PYDANTIC_WORDS = ("Input should", "validation error", "pydantic", "Field required", "Extra inputs",
                   "For further information", "errors.pydantic.dev")
@@ -79,10 +79,12 @@ def project(tmp_path: Path, config: str = CONFIG, manifest: str = MANIFEST) -> t
 def assert_config_problems(text: str, toml: Path, *, planning: bool = False) -> None:
     """Every problem of CONFIG, located, in the order of the file, and no pydantic wording
     (``planning``: a plan of other paths than prod's is not stopped by prod's layer not being
-    written yet: that is validate's to report, and plan --cluster prod's)."""
-    lines = [line for line in text.splitlines() if line.startswith(f"{toml}:")]
+    written yet: that is validate's to report, and plan --cluster prod's). The file is shown
+    from the repository root, its directory (issue 43)."""
+    name = shown(toml, toml.parent)
+    lines = [line for line in text.splitlines() if line.startswith(f"{name}:")]
     expected = [(n, m) for n, m in CONFIG_PROBLEMS if not (planning and "KQP191" in m)]
-    assert lines == [f"{toml}:{n}:1: {message}" for n, message in expected], text
+    assert lines == [f"{name}:{n}:1: {message}" for n, message in expected], text
     assert not any(word in text for word in PYDANTIC_WORDS), text
     assert "= help: did you mean 'bootstrap-server'?" in text
     assert "= help: did you mean 'producer_byte_rate'?" in text
@@ -112,11 +114,11 @@ def test_the_files_problems_and_the_manifests_in_one_run(tmp_path, command):
     result = run_cli("--config", toml, command[0], manifests, *command[1:])
     assert result.exit_code == 1
     assert_config_problems(result.stderr, toml, planning=command[0] == "plan")
-    shown = [line.removeprefix(f"{manifests / 'q.yaml'}:") for line in result.stderr.splitlines()
-             if line.startswith(f"{manifests / 'q.yaml'}:")]
-    assert [s for s in shown if s.startswith(tuple(p.split(" ")[0] for p in MANIFEST_PROBLEMS))] == shown
+    q = shown(manifests / "q.yaml", tmp_path)  # m/q.yaml: from the root, kqplan.toml's directory
+    located = [line.removeprefix(f"{q}:") for line in result.stderr.splitlines() if line.startswith(f"{q}:")]
+    assert [s for s in located if s.startswith(tuple(p.split(" ")[0] for p in MANIFEST_PROBLEMS))] == located
     for expected in MANIFEST_PROBLEMS:
-        assert any(s.startswith(expected) for s in shown), (expected, result.stderr)
+        assert any(s.startswith(expected) for s in located), (expected, result.stderr)
 
 
 def test_validate_cluster_reads_the_layers_that_exist(tmp_path):
@@ -134,8 +136,8 @@ def test_manifest_warnings_stay_beside_manifest_errors(tmp_path):
     _, manifests = project(tmp_path, config="")
     result = run_cli("validate", manifests)
     assert result.exit_code == 1
-    for expected in MANIFEST_PROBLEMS:
-        assert f"{manifests / 'q.yaml'}:{expected}" in result.stdout, result.stdout
+    for expected in MANIFEST_PROBLEMS:  # m/q.yaml: from kqplan.toml's directory, the root
+        assert f"\n{shown(manifests / 'q.yaml', tmp_path)}:{expected}" in "\n" + result.stdout, result.stdout
     assert result.stdout.endswith("Found 1 error(s) and 3 warning(s).\n")
     planned = run_cli("plan", manifests, "--sandbox")
     assert planned.exit_code == 1
@@ -169,7 +171,8 @@ def test_a_toml_syntax_error_is_located(tmp_path, text, line, column, message):
     toml, manifests = project(tmp_path, config=text)
     result = run_cli("--config", toml, "validate", manifests)
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"{toml}:{line}:{column}: error[KQP190] {message}"), result.stderr
+    assert result.stderr.startswith(f"{shown(toml, tmp_path)}:{line}:{column}: error[KQP190] {message}"), \
+        result.stderr
     assert "= help: kqplan.toml is TOML" in result.stderr
 
 
@@ -205,8 +208,8 @@ def test_wrong_types_in_kqplans_words(tmp_path, text, expected):
     toml, manifests = project(tmp_path, config=text, manifest="entities: []\n")
     result = run_cli("--config", toml, "validate", manifests)
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"{toml}:{len(text.splitlines())}:1: error[KQP190] {expected}\n"), \
-        result.stderr
+    assert result.stderr.startswith(
+        f"{shown(toml, tmp_path)}:{len(text.splitlines())}:1: error[KQP190] {expected}\n"), result.stderr
     assert not any(word in result.stderr for word in PYDANTIC_WORDS)
 
 

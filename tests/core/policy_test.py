@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kqplan.core.entity import Entity
 from kqplan.sandbox import Sandbox, SandboxConfig
-from tests.helpers import run_cli, write_manifest
+from tests.helpers import run_cli, shown, write_manifest
 
 
 def _project(tmp_path: Path, policy: str, body: str) -> tuple[Path, Path]:
@@ -30,10 +30,11 @@ def test_min_and_max_with_units(tmp_path):
     result = _validate(cfg, q)
     assert result.exit_code == 1
     lines = [line for line in result.stdout.splitlines() if "error[" in line]
+    m = shown(q, tmp_path)  # m/q.yaml: from the root, kqplan.toml's directory; the config as opened
     assert lines == [
-        f"{q}:5:34: error[KQP150] consumer_byte_rate = 1024 of {{user=a}} is below the minimum 1048576"
+        f"{m}:5:34: error[KQP150] consumer_byte_rate = 1024 of {{user=a}} is below the minimum 1048576"
         f" ([policy] keys.consumer_byte_rate.min in {cfg})",
-        f"{q}:7:34: error[KQP151] consumer_byte_rate = 1073741824 of {{user=b}} is above the maximum "
+        f"{m}:7:34: error[KQP151] consumer_byte_rate = 1073741824 of {{user=b}} is above the maximum "
         "104857600"
         f" ([policy] keys.consumer_byte_rate.max in {cfg})",
     ]
@@ -48,7 +49,8 @@ def test_required_keys_only_on_user_entities(tmp_path):
     )
     result = _validate(cfg, q)
     assert result.exit_code == 1
-    assert f"{q}:4:5: error[KQP152] {{user=a, client-id=x}} does not set request_percentage" in result.stdout
+    assert (f"\n{shown(q, tmp_path)}:4:5: error[KQP152] {{user=a, client-id=x}} does not set "
+            "request_percentage") in "\n" + result.stdout
     assert "client-id=y" not in result.stdout
 
 
@@ -88,7 +90,8 @@ def test_required_labels_document_level_satisfies(tmp_path):
     assert result.exit_code == 1
     errors = [line for line in result.stdout.splitlines() if "error[" in line]
     assert errors == [
-        f"{q}:8:5: error[KQP154] {{user=b}} has no label env ([policy] required-labels in {cfg})"
+        f"{shown(q, tmp_path)}:8:5: error[KQP154] {{user=b}} has no label env "
+        f"([policy] required-labels in {cfg})"
     ]
 
 
@@ -108,11 +111,11 @@ def test_bad_policy_values_are_kqp190(tmp_path):
     cfg, q = _project(tmp_path, 'required-defaults = ["usr"]\n', "entities: []\n")
     result = _validate(cfg, q)
     assert result.exit_code == 1
-    assert f"{cfg}:2:1: error[KQP190]" in result.stderr
+    assert f"\n{shown(cfg, tmp_path)}:2:1: error[KQP190]" in "\n" + result.stderr
     cfg, q = _project(tmp_path, "max-delete-percent = 150\n", "entities: []\n")
     result = _validate(cfg, q)
     assert result.exit_code == 1
-    assert f"{cfg}:2:1: error[KQP190]" in result.stderr
+    assert f"\n{shown(cfg, tmp_path)}:2:1: error[KQP190]" in "\n" + result.stderr
     cfg, q = _project(tmp_path, '[policy.keys.producer_byte_rate]\nmin = "10 MB/s"\n', "entities: []\n")
     assert _validate(cfg, q).exit_code == 1
 

@@ -7,7 +7,7 @@ import pytest
 
 from kqplan.core.entity import Entity
 from kqplan.core.versions import ClusterProfile, entity_problem, problems, value_problem
-from tests.helpers import run_cli, write_manifest
+from tests.helpers import run_cli, shown, write_manifest
 
 ZK_39 = ClusterProfile.of("3.9", "zookeeper")
 KRAFT = ClusterProfile.of(">=4.3", "kraft")
@@ -54,14 +54,15 @@ def test_a_declared_zookeeper_cluster_is_checked_offline(tmp_path):
     (tmp_path / "kqplan.toml").write_text('[clusters.legacy]\nsnapshot = "s.json"\nmanifests = ["m"]\n'
                                           'mode = "zookeeper"\nversion = "3.9"\n')
     (tmp_path / "s.json").write_text('{"format_version": 1, "cluster_id": "c", "entities": []}')
-    path = tmp_path / "m" / "q.yaml"
+    path = shown(tmp_path / "m" / "q.yaml", tmp_path)  # m/q.yaml: from the root, kqplan.toml's directory
     for command in ("validate", "plan"):
         result = run_cli("--config", tmp_path / "kqplan.toml", command, "--cluster", "legacy")
         assert result.exit_code == 1
-        out = result.stdout + result.stderr
-        assert (f"{path}:5:34: error[KQP145] {{user=a}}: a ZooKeeper-mode broker stores 1235.0000001 as 1235 "
-                "(producer_byte_rate is LONG)") in out
-        assert f"{path}:6:5: error[KQP145] {{ip=::1}}: ZooKeeper-mode brokers refuse IPv6 ip entities" in out
+        out = "\n" + result.stdout + result.stderr  # each diagnostic begins a line
+        assert (f"\n{path}:5:34: error[KQP145] {{user=a}}: a ZooKeeper-mode broker stores 1235.0000001 "
+                "as 1235 (producer_byte_rate is LONG)") in out
+        assert (f"\n{path}:6:5: error[KQP145] {{ip=::1}}: ZooKeeper-mode brokers refuse IPv6 ip "
+                "entities") in out
     # the same manifests are fine for a KRaft cluster (the default, strict rules)
     (tmp_path / "kqplan.toml").write_text('[clusters.new]\nsnapshot = "s.json"\nmanifests = ["m"]\n')
     assert run_cli("--config", tmp_path / "kqplan.toml", "validate", "--cluster", "new").exit_code == 0

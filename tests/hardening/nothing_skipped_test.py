@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli, write_manifest
+from tests.helpers import run_cli, shown, write_manifest
 
 PRUNE = ("ownership: {prune: true, scope: [{user: '*'}]}\nentities:\n  - user: a\n"
          "    quotas: {producer_byte_rate: 1}\n")
@@ -113,7 +113,9 @@ def test_an_unreadable_directory_is_an_error():
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"{m / 'locked'}: error[KQP008] cannot read directory: Permission denied" in done.stdout
+    # shown from the root, the current directory base (no kqplan.toml, no git work tree)
+    assert f"\n{shown(m / 'locked', base)}: error[KQP008] cannot read directory: Permission denied" \
+        in "\n" + done.stdout
 
 
 def test_a_directory_symlink_loop_is_reported(tmp_path):

@@ -180,7 +180,7 @@ def test_kqplan_toml_refuses_a_name_that_is_not_one_file_name(tmp_path, name, fo
     result = run_cli("--config", tmp_path / "kqplan.toml", "fleet", "snapshot", "--out", tmp_path / "out")
     assert result.exit_code == 1
     first = result.stderr.splitlines()[0]
-    assert first.startswith(f"{tmp_path / 'kqplan.toml'}:{line}:1: error[KQP190] cluster name \"")
+    assert first.startswith(f"kqplan.toml:{line}:1: error[KQP190] cluster name \"")  # from its directory
     assert "\" cannot be used: " in first
     assert "= help: fleet commands write files named after each cluster under --out" in result.stderr
     assert "\x00" not in result.stderr
@@ -197,15 +197,15 @@ def test_both_reader_paths_refuse_the_name(tmp_path, via):
                                           '\n[clusters.b]\nmode = "raft"\n', encoding="utf-8")
     result = run_cli("--config", tmp_path / "kqplan.toml", "validate", tmp_path)
     assert result.exit_code == 1
-    assert f"{tmp_path / 'kqplan.toml'}:1:1: error[KQP190] cluster name \"../evil\" cannot be used: it " \
-        "contains a path separator" in result.stderr
+    assert "\nkqplan.toml:1:1: error[KQP190] cluster name \"../evil\" cannot be used: it " \
+        "contains a path separator" in "\n" + result.stderr  # shown from its directory, the root
 
 
 def test_a_dotted_name_quoted_in_toml_is_a_plain_name_and_located_right(tmp_path):
     (tmp_path / "kqplan.toml").write_text('[clusters."eu.prod"]   # a comment\nmode = "raft"\n',
                                           encoding="utf-8")
     result = run_cli("--config", tmp_path / "kqplan.toml", "validate", tmp_path)
-    assert result.stderr.startswith(f"{tmp_path / 'kqplan.toml'}:2:1: error[KQP190] cluster 'eu.prod': "
+    assert result.stderr.startswith("kqplan.toml:2:1: error[KQP190] cluster 'eu.prod': "
                                     "mode must be kraft or zookeeper")
 
 

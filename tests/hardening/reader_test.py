@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kqplan.snapshot.file import write_snapshot
-from tests.helpers import entity
+from tests.helpers import entity, shown
 
 MIB = 1024 * 1024
 TIMEOUT_S = 20.0
@@ -170,14 +170,18 @@ def test_a_manifest_keeps_its_located_diagnostics(project: Path) -> None:
     os.mkfifo(fifo)
     code, output, _ = run(["validate", "/dev/zero", str(fifo)], project)
     assert code == 1
-    assert "/dev/zero: error[KQP008] cannot read file: it is a device, not a regular file" in output
-    assert f"{fifo}: error[KQP008] cannot read file: it is a FIFO, not a regular file" in output
+    # shown from the root (the current directory here, no kqplan.toml nor git): what lies outside
+    # it absolute, what lies under it relative (issue 43)
+    output = "\n" + output
+    assert "\n/dev/zero: error[KQP008] cannot read file: it is a device, not a regular file" in output
+    assert f"\n{shown(fifo, project)}: error[KQP008] cannot read file: it is a FIFO, not a regular file" \
+        in output
     fifo.unlink()
     big = hostile_file(project, "over-limit", 2 * MIB)
     (project / "kqplan.toml").write_text(TOML.format(path="snap.json"))
     code, output, _ = run(["validate", str(big)], project)
     assert code == 1
-    assert f"{big}: error[KQP004] file is 2.0 MiB, over the 1 MiB limit" in output
+    assert f"\n{shown(big, project)}: error[KQP004] file is 2.0 MiB, over the 1 MiB limit" in "\n" + output
     assert "max-file-mib" in output
 
 

@@ -25,7 +25,7 @@ import kqplan
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
 from kqplan.snapshot.file import write_snapshot
-from tests.helpers import Result, run_cli, write_manifest
+from tests.helpers import Result, run_cli, shown, write_manifest
 
 KQPLAN_ROOT = str(Path(kqplan.__file__).resolve().parent.parent)
 """Where the kqplan under test lives: the subprocesses import the same one."""
@@ -335,8 +335,8 @@ def test_cluster_names_differing_only_in_case_are_a_located_error(tmp_path):
     result = run_cli("--config", config, "validate", "--cluster", "prod")
     assert result.exit_code == 1, result.stdout + result.stderr  # was 0
     first = result.stderr.splitlines()[0]
-    assert first.startswith(f"{config}:5:1: error[KQP190] cluster name \"PROD\" differs from "
-                            "\"prod\" "), first
+    assert first.startswith(f"{shown(config, tmp_path)}:5:1: error[KQP190] cluster name \"PROD\" "
+                            "differs from \"prod\" "), first
     assert first.endswith("only in case"), first
 
 
@@ -353,8 +353,8 @@ def test_a_boolean_bound_is_a_located_error(tmp_path, which, literal, path):
                                "    quotas: {consumer_byte_rate: 1KiB}\n").parent
     result = run_cli("--config", config, "validate", manifests)
     assert result.exit_code == 1, result.stdout + result.stderr  # was 0: a bound of 1 (true) or 0 (false)
-    assert result.stderr.splitlines()[0] == (f"{config}:2:1: error[KQP190] policy.keys.producer_byte_rate."
-                                             f"{which}: must be a number")
+    assert result.stderr.splitlines()[0] == (f"{shown(config, tmp_path)}:2:1: error[KQP190] "
+                                             f"policy.keys.producer_byte_rate.{which}: must be a number")
 
 
 # -- 8. a /proc file read through the bounded reader ------------------------------------------------
