@@ -334,11 +334,10 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
 
 
 def shown_path(path: Path) -> Path:
-    """``path`` as plans, diagnostics and annotations show it: relative to the current directory
-    when it lies under it (an inventory layer, resolved against ``kqplan.toml``'s directory, is
-    absolute; in CI the current directory is the repository root, where annotations attach),
-    else unchanged. A path outside stays absolute rather than ``../..``: it then means the same
-    wherever the output is read."""
+    """``path`` as it is opened and named in messages about opening it: relative to the current
+    directory when it lies under it (an inventory layer, resolved against ``kqplan.toml``'s
+    directory, is absolute), else unchanged — never ``../..``. Output that points into the
+    repository (plans, diagnostics, annotations) uses :func:`display_path` instead."""
     if not path.is_absolute():
         return path
     try:
@@ -370,11 +369,14 @@ def set_display_root(config_file: Path | None, start: Path | None = None) -> Non
     ``start`` (the first path given, else the current directory), else the current directory.
     So an annotation says ``teams/quotas.yaml`` — what GitHub attaches to the diff — from any
     directory, inside the repository or out."""
-    anchor = config_file.parent if config_file is not None else start if start is not None else Path.cwd()
-    root = repository_root(anchor)
-    if root is None and config_file is not None:
-        root = Path(os.path.abspath(config_file.parent))
-    _ROOT[0] = Path(os.path.realpath(root)) if root is not None else None
+    try:
+        anchor = config_file.parent if config_file is not None else start if start is not None else Path.cwd()
+        root = repository_root(anchor)
+        if root is None and config_file is not None:
+            root = Path(os.path.abspath(config_file.parent))
+        _ROOT[0] = Path(os.path.realpath(root)) if root is not None else None
+    except OSError:  # the current directory is gone (a relative anchor cannot be placed)
+        _ROOT[0] = None
 
 
 def display_path(path: Path | str) -> str:

@@ -135,15 +135,54 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def _resolved(host: str, port: int, watch: _Watch) -> list[Any]:
+    """``getaddrinfo`` within what is left (it has no timeout of its own: a resolver that does not
+    answer would otherwise hold the exchange), in a daemon thread left behind when time is up."""
+    found: list[Any] = []
+    failed: list[BaseException] = []
+
+    def resolve() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:  # raised in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=resolve, name="kqplan-resolve", daemon=True)
+    thread.start()
+    thread.join(max(0.0, watch.left()))
+    if thread.is_alive():
+        raise TimedOut()
+    if failed:
+        raise failed[0]
+    return found
+
+
 def _connector(watch: _Watch) -> Callable[..., socket.socket]:
-    """``socket.create_connection`` bounded by what is left, its socket handed to ``watch``."""
+    """``socket.create_connection`` within what is left, as a whole: the name resolved under the
+    deadline, then each address tried with what remains (never the whole time again for the next
+    one), every socket held by ``watch`` before it connects."""
     def create(address: tuple[str, int], timeout: Any = None,
                source_address: tuple[str, int] | None = None) -> socket.socket:
-        left = max(0.001, watch.left())
-        bounded = min(timeout, left) if isinstance(timeout, int | float) else left
-        sock = socket.create_connection(address, bounded, source_address)
-        watch.hold(sock)
-        return sock
+        host, port = address
+        error: OSError | None = None
+        for family, kind, proto, _, target in _resolved(host, port, watch):
+            left = watch.left()
+            if left <= 0:
+                raise TimedOut()
+            sock = socket.socket(family, kind, proto)
+            try:
+                watch.hold(sock)
+                sock.settimeout(min(timeout, left) if isinstance(timeout, int | float) else left)
+                if source_address is not None:
+                    sock.bind(source_address)
+                sock.connect(target)
+                return sock
+            except OSError as exc:
+                error = exc
+                sock.close()
+        if watch.fired or watch.left() <= 0:
+            raise TimedOut()
+        raise error if error is not None else OSError(f"no address for {host}")
     return create
 
 

@@ -30,14 +30,22 @@ def fleet_apply(
     config: ConfigOpt = None,
 ) -> int:
     """Apply every cluster's plan (validateOnly, alter, verify, per entity), optionally in waves."""
-    from kqplan.commands.fleet_apply import fleet_apply_command
+    from kqplan.commands.fleet_apply import FleetRecorder, fleet_apply_command
+    from kqplan.files import check_writable
 
     use_config(config)
 
     def body() -> int:
-        start_timeout(timeout)
-        return fleet_apply_command(project_config(), cluster or [], rollout=rollout,
-                                   auto_approve=auto_approve, report=report, streams=console_streams(),
-                                   color=use_color())
+        if report is not None:
+            check_writable(report, "the report")
+        # --timeout or the project refused before the fleet's own recorder begins: this run's
+        # `failed` report still replaces an earlier run's
+        with FleetRecorder(report, rollout=rollout) as early:
+            start_timeout(timeout)
+            code = fleet_apply_command(project_config(), cluster or [], rollout=rollout,
+                                       auto_approve=auto_approve, report=report, streams=console_streams(),
+                                       color=use_color())
+            early.done = True  # fleet_apply_command's own recorder wrote this run's report
+            return code
 
     return run(body)

@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         exit_without_freeing()
     from kqplan.files import set_display_root
 
-    set_display_root(None)  # the current directory, until a command finds its project
+    set_display_root(None)  # the work tree of the current directory, until a command finds its project
     try:
         args = optional_values(sys.argv[1:] if argv is None else argv)
         with _only_named(args):

@@ -262,27 +262,38 @@ def apply(
     """Make the cluster match: validateOnly pre-flight, alter, verify, per-entity report."""
     from kqplan.commands.apply import Enforcement, apply_command
     from kqplan.commands.enforcement import check_window
+    from kqplan.commands.report import Recorder
+    from kqplan.console import Streams
+    from kqplan.files import check_writable
     from kqplan.metrics.source import PrometheusSource
     from kqplan.pipeline.guarded import Guardrails
 
     use_config(config)
 
     def body() -> int:
-        enforcement = None
-        refuse_unused("--verify-enforcement", verify_enforcement is not None, {
-            "--prometheus": prometheus, "--selector": selector, "--prometheus-headers": prometheus_headers,
-            "--metric": metric})
-        if verify_enforcement is not None:
-            enforcement = Enforcement(PrometheusSource(prometheus, selector, prometheus_headers,
-                                                       tuple(metric or ())), check_window(verify_enforcement),
-                                      verify_enforcement or None)
-        manifest_paths = paths or []
-        project = project_config(manifest_paths)
-        return apply_command(
-            manifest_paths, plan_file, target_of(state, bootstrap_server, command_config, sandbox, timeout),
-            project, auto_approve=auto_approve, report=report, streams=console_streams(),
-            cluster_entry=cluster_entry(cluster, project), guardrails=Guardrails(allow_mass_delete),
-            color=use_color(), as_json=choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON,
-            enforcement=enforcement)
+        if report is not None:
+            check_writable(report, "the report")
+        # an option or the project refused before the apply's own recorder begins: this run's
+        # `failed` report still replaces an earlier run's
+        with Recorder(report, "(not chosen yet)", False, Streams()) as early:
+            enforcement = None
+            refuse_unused("--verify-enforcement", verify_enforcement is not None, {
+                "--prometheus": prometheus, "--selector": selector,
+                "--prometheus-headers": prometheus_headers, "--metric": metric})
+            if verify_enforcement is not None:
+                source = PrometheusSource(prometheus, selector, prometheus_headers, tuple(metric or ()))
+                window = check_window(verify_enforcement)
+                enforcement = Enforcement(source, window, verify_enforcement or None)
+            manifest_paths = paths or []
+            project = project_config(manifest_paths)
+            target = target_of(state, bootstrap_server, command_config, sandbox, timeout)
+            code = apply_command(
+                manifest_paths, plan_file, target, project, auto_approve=auto_approve, report=report,
+                streams=console_streams(),
+                cluster_entry=cluster_entry(cluster, project), guardrails=Guardrails(allow_mass_delete),
+                color=use_color(), as_json=choice(_ApplyFormat, fmt, "--format") is _ApplyFormat.JSON,
+                enforcement=enforcement)
+            early.done = True  # apply_command's own recorder wrote this run's report
+            return code
 
     return run(body, json_errors=fmt == "json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from kqplan import deadline
 from kqplan.apply.protocol import apply, check_stale
+from kqplan.cluster.connection import ENV_BOOTSTRAP, ENV_COMMAND_CONFIG
 from kqplan.commands.report import Recorder
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
@@ -124,12 +126,12 @@ def planned_cluster(plan: Plan, entry: ClusterEntry | None, target: Target,
                           hint=f"apply it with --cluster {name} (or without --cluster), or make a plan for "
                           f"{entry.name} (kqplan plan --cluster {entry.name} --out FILE)")
     found = entry or config.clusters.get(name)
-    if found is None and not target.chosen():
-        raise KqplanError(f"the plan was made for inventory cluster {name}, which "
-                          f"{config.source or 'the kqplan.toml found here'} does not list; nothing was "
-                          "changed",
-                          hint="apply it from the repository whose kqplan.toml lists it (or --config FILE), "
-                          "or give the cluster's address (--bootstrap-server)")
+    given = target.chosen() or os.environ.get(ENV_BOOTSTRAP) or os.environ.get(ENV_COMMAND_CONFIG)
+    if found is None and not given:
+        where = f"{config.source} does not list" if config.source else "no kqplan.toml was found to list"
+        raise KqplanError(f"the plan was made for inventory cluster {name}, which {where}; nothing was "
+                          "changed", hint="apply it from the repository whose kqplan.toml lists it (or "
+                          "--config FILE), or give the cluster's address (--bootstrap-server)")
     return found
 
 
@@ -175,7 +177,7 @@ def _apply(cluster: Cluster, desired: DesiredState | None, saved: Plan | None, c
             _check_callbacks(cluster, cluster_entry.name if cluster_entry else ident.address, config)
             plan = _retarget(plan, ClusterRef(ident.cluster_id, ident.address, ident.version, ident.mode,
                                               name=cluster_entry.name if cluster_entry else None))
-        journal = record.planned(plan)
+        journal = record.planned(plan, saved)
         # the guardrails again, saved plans included: a plan may have been made with looser flags
         refused = guardrail_problem(plan, desired, config, guardrails)
         if refused is not None:
@@ -252,8 +254,8 @@ def check_clock(plan: Plan) -> None:
     from kqplan.core.expiry import show_when
 
     ours = now()
-    fix = ("make the plan again on a machine whose clock is right (unset KQPLAN_NOW unless you mean it), "
-           "or apply with the same KQPLAN_NOW the plan was made with")
+    fix = ("make the plan again where the clock is right (a KQPLAN_NOW left set makes it wrong), once the "
+           "time it counted on has come")
     for change in plan.changes:
         at = change.expired_at if change.expired_at is not None else plan.now if change.expired else None
         if at is not None and at > ours:

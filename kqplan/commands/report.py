@@ -46,6 +46,11 @@ def stopped_by(exc: BaseException | None) -> tuple[RunStatus, str | None]:
     return RunStatus.FAILED, f"internal error: {type(exc).__name__}: {exc}" if exc is not None else None
 
 
+_REPORTED = "_kqplan_report_written"
+"""Set on an exception whose run's report was written: an outer life cycle of the same run (the
+CLI's, around the reading of its options and project) leaves that document standing."""
+
+
 class ReportLifecycle:
     """The life cycle of a ``--report`` file, whatever the report says: SIGTERM raised where the
     run stands (as Ctrl-C is) while the block runs, ``in progress`` documents only into a regular
@@ -69,9 +74,13 @@ class ReportLifecycle:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         try:
+            if getattr(exc, _REPORTED, False):
+                return  # an inner life cycle of the same run wrote its (fuller) document
             if not self.done and self.path is not None:
                 status, error = stopped_by(exc)
                 write_atomically(self.path, self._stopped_document(status, error))
+                if exc is not None:
+                    setattr(exc, _REPORTED, True)
             else:
                 self._ended(exc)
         finally:
@@ -115,10 +124,12 @@ class Recorder(ReportLifecycle):
         self._enforcement: dict[str, Any] | None = None
         """The report's ``enforcement`` object: ``in progress`` while apply watches the metrics."""
 
-    def planned(self, plan: Plan) -> Journal:
-        """The plan is known: from now on a report lists its entities."""
+    def planned(self, plan: Plan, saved: Plan | None = None) -> Journal:
+        """The plan is known: from now on a report lists its entities. ``saved``: the plan file's
+        own plan (``plan`` is it retargeted at the cluster as it is now), whose digest the report
+        records."""
         self.journal = Journal(plan)
-        self.digest = str(plan_to_json(plan)["digest"]) if self.path is not None else None
+        self.digest = str(plan_to_json(saved or plan)["digest"]) if self.path is not None else None
         return self.journal
 
     def begin(self) -> None:

@@ -262,8 +262,9 @@ def parse_url(url: str, *, what: str = "--prometheus") -> tuple[str, str, str | 
     if parts.scheme not in ("http", "https") or not host:
         raise KqplanError(f"{what}: '{safe_url(text)}' is not an http:// or https:// URL with a host",
                           hint=NO_URL_HINT)
-    if parts.query or parts.fragment:
-        raise KqplanError(f"{what}: '{safe_url(text)}' has a query or fragment",
+    if parts.query or parts.fragment:  # never shown: a query may hold a key (?api_key=...)
+        bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        raise KqplanError(f"{what}: '{safe_url(bare)}' has a query or fragment (not shown)",
                           hint="give the server's base URL: kqplan adds /api/v1/query itself")
     netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
     base = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))

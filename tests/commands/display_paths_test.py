@@ -125,3 +125,16 @@ def test_a_problem_located_on_kqplan_toml_is_shown_from_the_root_too(project: Pa
     assert result.exit_code == 1
     assert result.stdout.startswith("kqplan.toml: error[KQP153] no manifest lists {user=<default>}"), \
         result.stdout
+
+
+def test_a_deleted_current_directory_is_no_crash(tmp_path_factory, monkeypatch: pytest.MonkeyPatch):
+    """The current directory removed under kqplan (a CI step's workspace cleaned): paths given
+    absolute still work, shown as given."""
+    from tests.helpers import REPO
+
+    gone = tmp_path_factory.mktemp("gone")
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    result = run_cli("validate", REPO / "examples" / "payments")
+    assert (result.exit_code, result.stdout) == (0, "Valid: 6 entities in 2 file(s).\n"), result.stderr
+    assert run_cli("--version").exit_code == 0

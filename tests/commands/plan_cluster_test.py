@@ -48,8 +48,11 @@ def test_the_plan_names_its_cluster_and_apply_goes_there(repo):
     assert doc["cluster"]["name"] == "west"
     markdown = run_cli("plan", "--cluster", "west", "--format", "markdown").stdout
     assert f"cluster west (id west-id, {west.bootstrap})" in markdown
-    applied = run_cli("apply", "--plan", repo_dir / "p.json", "--auto-approve")
+    applied = run_cli("apply", "--plan", repo_dir / "p.json", "--auto-approve",
+                      "--report", repo_dir / "r.json")
     assert applied.exit_code == 0, applied.stderr
+    # the report names the plan it applied by the file's own digest (not the plan retargeted)
+    assert json.loads((repo_dir / "r.json").read_text())["plan_digest"] == doc["digest"]
     assert west.state == {Entity.user("west-app"): {P: 1024.0}}
     assert east.state == {}
     assert f"on cluster west (id west-id, {west.bootstrap})" in applied.stdout
@@ -70,7 +73,7 @@ def test_another_cluster_is_refused_before_anything_is_sent(repo):
     assert Entity.user("west-app") in west.state
 
 
-def test_a_plan_for_a_cluster_this_inventory_lacks_needs_a_target(repo, tmp_path):
+def test_a_plan_for_a_cluster_this_inventory_lacks_needs_a_target(repo, monkeypatch):
     repo_dir, west, _ = repo
     out = saved(repo_dir)
     (repo_dir / "kqplan.toml").write_text('[clusters.east]\nid = "east-id"\nmanifests = ["east"]\n')
@@ -79,6 +82,14 @@ def test_a_plan_for_a_cluster_this_inventory_lacks_needs_a_target(repo, tmp_path
     assert "the plan was made for inventory cluster west, which" in lost.stderr
     assert "does not list; nothing was changed" in lost.stderr
     assert west.requests_of(ALTER) == []
+    (repo_dir / "kqplan.toml").unlink()
+    nowhere = run_cli("apply", "--plan", out, "--auto-approve")
+    assert "which no kqplan.toml was found to list; nothing was changed" in nowhere.stderr
+    # a target in the environment is a target given, as --bootstrap-server is
+    monkeypatch.setenv("KQPLAN_BOOTSTRAP_SERVER", west.bootstrap)
+    applied = run_cli("apply", "--plan", out, "--auto-approve")
+    assert applied.exit_code == 0, applied.stderr
+    assert Entity.user("west-app") in west.state
 
 
 def test_a_plan_without_an_inventory_cluster_reads_as_before(repo, tmp_path):
@@ -92,5 +103,9 @@ def test_a_plan_without_an_inventory_cluster_reads_as_before(repo, tmp_path):
     assert "name" not in json.loads(out.read_text())["cluster"]
     shown = run_cli("plan", path, "--bootstrap-server", west.bootstrap)
     assert f"on cluster west-id ({west.bootstrap})" in shown.stdout
-    applied = run_cli("apply", "--plan", out, "--bootstrap-server", west.bootstrap, "--auto-approve")
+    applied = run_cli("apply", "--plan", out, "--cluster", "west", "--auto-approve",
+                      "--report", repo_dir / "r.json")
     assert applied.exit_code == 0, applied.stderr
+    # applied to an inventory cluster it did not name, the report still records the file's digest
+    recorded = json.loads((repo_dir / "r.json").read_text())["plan_digest"]
+    assert recorded == json.loads(out.read_text())["digest"]

@@ -336,6 +336,18 @@ def test_a_password_in_the_flag_is_never_printed(password):
     _no_secret(run_cli("throttled", "--state", SNAPSHOT, "--prometheus", url), secrets)
 
 
+@settings(max_examples=30, deadline=None)
+@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=6, max_size=20),
+       form=st.sampled_from(["/?api_key={}", "?token={}", "/prom?x=1&key={}", "/#{}"]))
+def test_a_key_in_the_query_string_is_never_printed(key, form):
+    """A review of issue 41: "'http://h/?api_key=SECRET' has a query or fragment" printed the key."""
+    url = "http://prom.example:9090" + form.format(key)
+    result = run_cli("throttled", "--state", SNAPSHOT, "--prometheus", url)
+    assert result.exit_code == 1
+    assert "has a query or fragment (not shown)" in result.stderr
+    assert key not in result.stdout + result.stderr
+
+
 @settings(max_examples=40, deadline=None)
 @given(password=PASSWORDS)
 def test_a_password_in_the_environment_is_never_printed(password):
