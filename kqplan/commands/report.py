@@ -79,10 +79,10 @@ class ReportLifecycle:
             if not self.done and self.path is not None:
                 status, error = stopped_by(exc)
                 write_atomically(self.path, self._stopped_document(status, error))
-                if exc is not None:
-                    setattr(exc, _REPORTED, True)
             else:
                 self._ended(exc)
+            if exc is not None and self.path is not None:
+                setattr(exc, _REPORTED, True)  # this run's document is written, whichever
         finally:
             if self._previous is not None:
                 signal.signal(signal.SIGTERM, self._previous)
