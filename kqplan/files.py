@@ -351,6 +351,14 @@ def shown_path(path: Path) -> Path:
 _ROOT: list[Path | None] = [None]
 """The repository root manifest paths are shown from (:func:`set_display_root`); None: the
 current directory."""
+_ROOT_SET = [False]
+"""Whether this command set :data:`_ROOT`; until it does, the first :func:`display_path` takes the
+work tree of the current directory."""
+
+
+def reset_display_root() -> None:
+    """A new command in this process (the CLI's ``main``): its root is not known yet."""
+    _ROOT_SET[0] = False
 
 
 def repository_root(anchor: Path) -> Path | None:
@@ -377,6 +385,7 @@ def set_display_root(config_file: Path | None, start: Path | None = None) -> Non
         _ROOT[0] = Path(os.path.realpath(root)) if root is not None else None
     except OSError:  # the current directory is gone (a relative anchor cannot be placed)
         _ROOT[0] = None
+    _ROOT_SET[0] = True
 
 
 def display_path(path: Path | str) -> str:
@@ -391,6 +400,8 @@ def display_path(path: Path | str) -> str:
         return str(given)
     absolute = Path(os.path.normpath(given if given.is_absolute() else here / given))
     real = Path(os.path.realpath(absolute.parent)) / absolute.name
+    if not _ROOT_SET[0]:
+        set_display_root(None)
     root = _ROOT[0] or here
     for candidate in (absolute, real):
         try:

@@ -89,9 +89,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         from kqplan.perf import exit_without_freeing
 
         exit_without_freeing()
-    from kqplan.files import set_display_root
-
-    set_display_root(None)  # the work tree of the current directory, until a command finds its project
+    files = sys.modules.get("kqplan.files")  # not imported at start-up only for this (--version)
+    if files is not None:  # an earlier command in this process: its root is not this one's
+        files.reset_display_root()
     try:
         args = optional_values(sys.argv[1:] if argv is None else argv)
         with _only_named(args):

@@ -138,3 +138,19 @@ def test_a_deleted_current_directory_is_no_crash(tmp_path_factory, monkeypatch: 
     result = run_cli("validate", REPO / "examples" / "payments")
     assert (result.exit_code, result.stdout) == (0, "Valid: 6 entities in 2 file(s).\n"), result.stderr
     assert run_cli("--version").exit_code == 0
+
+
+def test_a_new_command_in_the_same_process_forgets_the_last_ones_root(project: Path, tmp_path_factory,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    """The CLI's main resets the root (kqplan.files is not imported at start-up for it): a second
+    in-process command that reads no kqplan.toml shows paths from its own directory's work tree,
+    not from the first command's repository."""
+    from kqplan.cli.main import main
+    from kqplan.files import display_path
+
+    assert run_cli("plan", "--cluster", "prod", "--format", "json").exit_code == 0  # root: project
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert display_path(elsewhere / "q.yaml") == "q.yaml"
