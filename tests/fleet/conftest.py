@@ -37,12 +37,25 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # working directory of the session's start: a test directory, not the checkout
     here = Path.cwd()
     os.chdir(tmp_path_factory.mktemp("spark-cwd"))
+    # one driver for hundreds of jobs: the default 1 GiB heap ran out late in a full run (a task's
+    # serialisation, "Java heap space"), where a kqplan process runs one job and ends
+    saved = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 3g pyspark-shell"
     try:
         with session(master="local[1]") as active:
             os.chdir(here)
+            _restore("PYSPARK_SUBMIT_ARGS", saved)
             yield active
     finally:
         os.chdir(here)
+        _restore("PYSPARK_SUBMIT_ARGS", saved)
+
+
+def _restore(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
 
 
 SEED = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("gone"): {"producer_byte_rate": 3.0},
