@@ -175,28 +175,37 @@ def write_buckets(home: Path, usage: Path, path: Path) -> Path:
     return path
 
 
-def impact_runs(work: Path, size: str) -> tuple[str, list[tuple[str, list[str]]], Path]:
-    """The impact workload of ``size`` (``usageNm``): its label, its runs, its fleet's directory."""
+def impact_runs(work: Path, size: str, shape: str = "spread", engines: tuple[str, ...] = ("local", "spark")
+                ) -> tuple[str, list[tuple[str, list[str]]], Path]:
+    """The impact workload of ``size`` (``usageNm``) and ``shape`` (benchmarks/shapes.py): its
+    label, its runs (``engines`` and their floors), its fleet's directory."""
+    from benchmarks.shapes import write_shape
+
     samples = int(float(size.removeprefix("usage").removesuffix("m")) * 1_000_000)
     home = write_fleet(work, 10, 10_000)
-    usage = write_usage(work / f"usage-{size}", samples, 10, 10_000)
-    buckets = write_buckets(home, usage, work / f"buckets-{size}.parquet")
-    label = f"fleet impact --stat p99, {samples / 1e6:g}M samples, 10 x 10k entities"
+    if shape == "spread":  # issue 28's files, where earlier tables were measured
+        usage = write_usage(work / f"usage-{size}", samples, 10, 10_000)
+    else:
+        usage = write_shape(work / f"usage-{shape}-{size}", shape, samples)
+    buckets = write_buckets(home, usage, work / f"buckets-{shape}-{size}.parquet")
+    label = f"{shape}, {samples / 1e6:g}M samples"
     runs = [(f"kqplan --engine {engine}",
              [str(KQPLAN), "fleet", "impact", "--usage", str(usage), "--stat", "p99",
-              "--out", str(home / f"impact-{size}-{engine}"), "--engine", engine])
-            for engine in ("local", "spark")]
+              "--out", str(home / f"impact-{shape}-{size}-{engine}"), "--engine", engine])
+            for engine in engines]
     here = Path(__file__).resolve().parent
-    runs += [(f"DuckDB alone, {variant}",
-              [sys.executable, str(here / "impact_duckdb.py"), str(usage), str(buckets),
-               str(home / f"duckdb-{size}-{variant}.parquet"), "--variant", variant])
-             for variant in ("per-key", "one-query")]
-    runs.append(("Spark alone, plain percentile",
-                 [sys.executable, str(here / "impact_spark_plain.py"), str(usage),
-                  str(home / f"spark-plain-{size}")]))
-    runs.append(("Spark alone, plain percentile, wide",
-                 [sys.executable, str(here / "impact_spark_plain.py"), str(usage),
-                  str(home / f"spark-plain-wide-{size}"), "--wide"]))
+    if "local" in engines:
+        runs += [(f"DuckDB alone, {variant}",
+                  [sys.executable, str(here / "impact_duckdb.py"), str(usage), str(buckets),
+                   str(home / f"duckdb-{shape}-{size}-{variant}.parquet"), "--variant", variant])
+                 for variant in ("per-key", "one-query")]
+    if "spark" in engines:
+        runs.append(("Spark alone, plain percentile",
+                     [sys.executable, str(here / "impact_spark_plain.py"), str(usage),
+                      str(home / f"spark-plain-{shape}-{size}")]))
+        runs.append(("Spark alone, plain percentile, wide",
+                     [sys.executable, str(here / "impact_spark_plain.py"), str(usage),
+                      str(home / f"spark-plain-wide-{shape}-{size}"), "--wide"]))
     return label, runs, home
 
 
@@ -210,13 +219,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="plan1,plan10,usage1m,usage10m")
     parser.add_argument("--budget-gib", type=float, default=4.0)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--shapes", default="spread", help="benchmarks/shapes.py's, comma-separated")
+    parser.add_argument("--engines", default="local,spark")
     args = parser.parse_args()
     budget = int(args.budget_gib * 2**30)
     work = args.work or Path(tempfile.mkdtemp(prefix="kqplan-fleet-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     print("| workload | engine | wall s | peak RSS of the process tree MiB | result |")
     print("|---|---|---|---|---|")
-    for size in args.sizes.split(","):
+    engines = tuple(args.engines.split(","))
+    work_list = [(shape, size) for size in args.sizes.split(",")
+                 for shape in (args.shapes.split(",") if size.startswith("usage") else ["-"])]
+    for shape, size in work_list:
         if size.startswith("plan"):
             clusters = int(size.removeprefix("plan"))
             home = write_fleet(work, clusters, 100_000)
@@ -225,7 +239,7 @@ def main() -> None:
             runs = [(engine, [*base, str(home / f"out-{engine}"), "--engine", engine]) for engine in
                     ("local", "spark")]
         else:
-            label, runs, home = impact_runs(work, size)
+            label, runs, home = impact_runs(work, size, shape, engines)
         walls: dict[str, float] = {}
         for engine, command in runs:
             wall, peak, verdict = measure(command, budget, home)
@@ -233,7 +247,7 @@ def main() -> None:
             print(f"| {label} | {engine} | {wall:.1f} | {peak / 2**20:.0f} | {verdict} |", flush=True)
         for mine, floors in RATIOS:
             if mine in walls and all(f in walls for f in floors):
-                floor = min(floors, key=walls.__getitem__)
+                floor = min(floors, key=lambda f: walls[f] if not math.isnan(walls[f]) else math.inf)
                 print(f"|   | {mine} / {floor} | {walls[mine] / walls[floor]:.2f}x | | |", flush=True)
 
 

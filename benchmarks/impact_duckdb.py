@@ -10,9 +10,9 @@ and after (side 1) the plan: ``cluster, user, client_id, key, side, bucket`` (nu
 computed by fleet.py from the same snapshot states with kqplan's core, before the clock starts.
 Everything else is SQL over the usage Parquet files: each principal's statistic per key, each
 member's mean per window of ``floor(ts / window)``, per bucket the window sums and the statistic
-over its windows, joined back per principal and key with both sides' bucket usage, written as
-Parquet. No checks of the usage, no resolution, no plan, no charts: what kqplan's engine adds is
-the distance to this.
+over its windows (without ``ts``: the members' statistics summed, as kqplan does), joined back
+per principal and key with both sides' bucket usage, written as Parquet. No checks of the usage,
+no resolution, no plan, no charts: what kqplan's engine adds is the distance to this.
 
 ``--variant per-key`` computes the statistic one key per query, as kqplan does; ``one-query``
 computes every key's statistic in one GROUP BY (the first thing one writes).
@@ -58,17 +58,24 @@ def main() -> None:
             con.execute(f"INSERT INTO stats SELECT {principal}, '{k}', {statistic(k, args.q)} FROM usage "
                         f"WHERE {k} IS NOT NULL GROUP BY ALL")
     means = ", ".join(f"avg({k}) AS {k}" for k in keys)
-    con.execute(f"""
-        CREATE TABLE bucket_usage AS
-        WITH means AS (
-            UNPIVOT (SELECT {principal}, floor(ts / {args.window!r}e0)::BIGINT AS w, {means}
-                     FROM usage GROUP BY ALL)
-            ON {", ".join(keys)} INTO NAME key VALUE mean),
-        windows AS (
-            SELECT side, bucket, w, sum(mean) AS total
-            FROM means JOIN buckets USING (cluster, "user", client_id, key)
-            WHERE bucket IS NOT NULL GROUP BY ALL)
-        SELECT side, bucket, {statistic("total", args.q)} AS usage FROM windows GROUP BY ALL""")
+    if "ts" in present:
+        con.execute(f"""
+            CREATE TABLE bucket_usage AS
+            WITH means AS (
+                UNPIVOT (SELECT {principal}, floor(ts / {args.window!r}e0)::BIGINT AS w, {means}
+                         FROM usage GROUP BY ALL)
+                ON {", ".join(keys)} INTO NAME key VALUE mean),
+            windows AS (
+                SELECT side, bucket, w, sum(mean) AS total
+                FROM means JOIN buckets USING (cluster, "user", client_id, key)
+                WHERE bucket IS NOT NULL GROUP BY ALL)
+            SELECT side, bucket, {statistic("total", args.q)} AS usage FROM windows GROUP BY ALL""")
+    else:  # no ts (issue 42's untimed shape): a bucket's usage is its members' statistics summed
+        con.execute("""
+            CREATE TABLE bucket_usage AS
+            SELECT side, bucket, sum(s.usage) AS usage
+            FROM buckets JOIN stats s USING (cluster, "user", client_id, key)
+            WHERE bucket IS NOT NULL GROUP BY ALL""")
     con.execute(f"""
         COPY (
             SELECT b.cluster, b."user", b.client_id, b.key, s.usage,

@@ -180,8 +180,9 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
     ``fail_on_throttle`` when a bucket goes over its quota. Usage of a cluster the inventory does
     not list is an error (``allow_unknown_clusters``: a warning, its rows left out)."""
     from kqplan.core.plan import apply_ops
-    from kqplan.fleet.impact import summarize
-    from kqplan.fleet.tables import chart, histogram, write_buckets, write_impact, write_unused
+    from kqplan.fleet.impact import ImpactRow, summarize
+    from kqplan.fleet.tables import charts as draw_charts
+    from kqplan.fleet.tables import histogram, write_buckets, write_impact, write_unused
     from kqplan.fleet.usage import parse_stat
     from kqplan.render.impact import render_fleet_impact
 
@@ -220,11 +221,12 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
                 else:
                     impact = spark_impact_rows(spark, states, frame, q, window=window, seen=seen)
         else:
-            from kqplan.fleet.columnar import impact_of_files
+            from kqplan.fleet.columnar import Resources, impact_of_files
 
             # DuckDB reads the usage files and aggregates the samples; the core resolves each principal
             impact = impact_of_files(states, [Path(u) for u in usage], q, window=window, progress=progress,
-                                     seen=seen)
+                                     seen=seen, resources=Resources.of(config.engine_memory_mib,
+                                                                       config.engine_spill))
     charts: list[str] = []
     if local_out is not None:
         local_out.mkdir(parents=True, exist_ok=True)
@@ -232,9 +234,12 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         write_unused(impact.unused, inside(local_out, "unused.parquet"))
         write_buckets(impact.buckets, inside(local_out, "buckets.parquet"))
         summary = summarize(impact, states)
-        histograms = {c: histogram([r for r in impact.rows if r.cluster == c]) for c in states}
-        charts = [str(path) for c in sorted(states)
-                  if (path := chart(c, histograms[c], charted[c])) is not None]
+        by_cluster: dict[str, list[ImpactRow]] = {c: [] for c in states}
+        for row in impact.rows:
+            by_cluster[row.cluster].append(row)
+        histograms = {c: histogram(by_cluster[c]) for c in states}
+        charts = [str(path) for path in draw_charts([(c, histograms[c], charted[c]) for c in sorted(states)])
+                  if path is not None]
     else:
         streams.warn(f"kqplan: the tables are in {out}; charts are drawn only into a local --out directory")
     throttled = impact_summary(summary, errors, histograms)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kqplan.config.model import ClusterEntry
+from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, BucketRow, Impact, Throttled, impact_rows, summarize
@@ -88,8 +88,10 @@ def _bucket(t: Throttled) -> ForecastBucket:
 
 
 def forecast(options: UsageOptions, before: QuotaState, after: QuotaState, *,
-             cluster: ClusterEntry | None, progress: Callable[[str], None]) -> ForecastView:
-    """The forecast of the plan ``before`` → ``after`` from the usage ``options`` name."""
+             cluster: ClusterEntry | None, progress: Callable[[str], None],
+             config: ProjectConfig | None = None) -> ForecastView:
+    """The forecast of the plan ``before`` → ``after`` from the usage ``options`` name (usage files
+    on the local engine within ``config``'s ``[limits]``)."""
     if options.metrics is not None:
         assert options.window is not None
         name = cluster.name if cluster is not None else "cluster"
@@ -99,14 +101,14 @@ def forecast(options: UsageOptions, before: QuotaState, after: QuotaState, *,
         impact = impact_rows({name: (before, after)}, samples, options.q, window=options.bucket_window)
         shown = f"Prometheus at {metrics.server.shown}, the last {span(options.window.seconds)}"
         return forecast_of(impact, name, shown, censored)
-    return _from_files(options, before, after, cluster, progress)
+    return _from_files(options, before, after, cluster, progress, config=config or ProjectConfig())
 
 
 def _from_files(options: UsageOptions, before: QuotaState, after: QuotaState, cluster: ClusterEntry | None,
-                progress: Callable[[str], None]) -> ForecastView:
+                progress: Callable[[str], None], *, config: ProjectConfig) -> ForecastView:
     """Usage files through fleet impact's local engine. Without ``--cluster`` the files must name
     one cluster, which is this one."""
-    from kqplan.fleet.columnar import impact_of_files
+    from kqplan.fleet.columnar import Resources, impact_of_files
     from kqplan.render.escape import terminal
 
     shown = ", ".join(terminal(str(p)) for p in options.paths)
@@ -122,7 +124,8 @@ def _from_files(options: UsageOptions, before: QuotaState, after: QuotaState, cl
     for _ in range(2):
         try:
             impact = impact_of_files({name: (before, after)}, list(options.paths), options.q,
-                                     window=options.bucket_window, progress=progress, seen=seen)
+                                     window=options.bucket_window, progress=progress, seen=seen,
+                                     resources=Resources.of(config.engine_memory_mib, config.engine_spill))
         except _Named as found:
             name = found.name
             continue

@@ -101,7 +101,8 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
             actual = live.describe() if who is not None or forecasting else None
             result = compute_plan(desired, live, config, entry=cluster,
                                   record_state=out is not None or fmt is Format.JSON, actual=actual)
-    view = _forecast(usage, actual, result, cluster, streams) if usage is not None and forecasting else None
+    view = (_forecast(usage, actual, result, cluster, streams, config=config)
+            if usage is not None and forecasting else None)
     refused = guardrail_problem(result, desired, config, guardrails)
     warnings = lint_warnings(desired, result)
     if text_like and warnings:
@@ -158,7 +159,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
 
 
 def _forecast(usage: UsageOptions, actual: QuotaState | None, result: Plan, cluster: ClusterEntry | None,
-              streams: Streams) -> ForecastView | None:
+              streams: Streams, *, config: ProjectConfig) -> ForecastView | None:
     """Which buckets the plan would throttle (``--usage``, ``--usage-from-metrics``)."""
     from kqplan.commands.forecast import forecast
     from kqplan.core.plan import apply_ops
@@ -166,7 +167,8 @@ def _forecast(usage: UsageOptions, actual: QuotaState | None, result: Plan, clus
     if actual is None:
         return None
     with streams.progress() as progress:
-        return forecast(usage, actual, apply_ops(actual, result.changes), cluster=cluster, progress=progress)
+        return forecast(usage, actual, apply_ops(actual, result.changes), cluster=cluster, progress=progress,
+                        config=config)
 
 
 def _forecast_markdown(view: ForecastView | None) -> str:

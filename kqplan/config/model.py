@@ -174,6 +174,11 @@ class ProjectConfig:
     max_input_bytes: int = 512 * 1024 * 1024
     """Bound of any other file read whole (snapshot, seed, saved plan, client properties, principals):
     ``[limits] max-input-mib``; ``kqplan.files.DEFAULT_INPUT_LIMIT`` when no kqplan.toml says."""
+    engine_memory_mib: int | None = None
+    """``[limits] engine-memory-mib``: the local fleet engine's memory (None: sized from the machine)."""
+    engine_spill: str | None = None
+    """``[limits] engine-spill``: where the local fleet engine spills (a directory from kqplan.toml's;
+    "" for nowhere; None: the system's temporary directory)."""
     rollout_waves: tuple[tuple[str, ...], ...] = ()
     """``[rollout] waves``: the order ``fleet apply --rollout`` applies clusters in, wave by wave."""
     source: Path | None = None

@@ -51,6 +51,9 @@ CLUSTER_FIELDS = ("id", "bootstrap-server", "command-config", "snapshot", "manif
                   "brokers", "metrics")
 LIMIT_FIELDS = {"max-file-mib": 128, "max-input-mib": 512}
 """``[limits]``: each a positive number of MiB, and its default."""
+ENGINE_FIELDS = ("engine-memory-mib", "engine-spill")
+"""``[limits]`` of the local fleet engine, unset by default: its memory (a positive number of MiB)
+and where it spills (a directory; "" for nowhere)."""
 POLICY_FIELDS = ("max-delete", "max-delete-percent", "required-keys", "required-defaults",
                  "required-labels", "keys", "allow-unmanaged", "expiry-warning", "max-expiry",
                  "protected-principals", "quota-callback", "allowed-quota-callbacks")
@@ -129,11 +132,16 @@ def plain_document(raw: dict[str, Any]) -> dict[str, Any] | None:
         bounds[key] = {"min": b.get("min"), "max": b.get("max")}
     custom, limits = raw.get("custom", {}), raw.get("limits", {})
     if not (_table(custom, ("entity-types", "keys")) and all(_strings(v) for v in custom.values())
-            and _table(limits, tuple(LIMIT_FIELDS))):
+            and _table(limits, (*LIMIT_FIELDS, *ENGINE_FIELDS))):
         return None
     mib = {f: limits.get(f, default) for f, default in LIMIT_FIELDS.items()}
     if not all(_int(v) and v > 0 for v in mib.values()):
         return None
+    engine_memory, spill = limits.get("engine-memory-mib"), limits.get("engine-spill")
+    if not ((engine_memory is None or (_int(engine_memory) and engine_memory > 0))
+            and (spill is None or type(spill) is str)):
+        return None
+    mib |= {"engine-memory-mib": engine_memory, "engine-spill": spill}
     return {
         "custom": {"entity-types": list(custom.get("entity-types", [])),
                    "keys": list(custom.get("keys", []))},
@@ -440,10 +448,17 @@ def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
         policy=policy,
         max_file_bytes=doc["limits"]["max-file-mib"] * 1024 * 1024,
         max_input_bytes=doc["limits"]["max-input-mib"] * 1024 * 1024,
+        engine_memory_mib=doc["limits"].get("engine-memory-mib"),
+        engine_spill=_spill(base, doc["limits"].get("engine-spill")),
         rollout_waves=waves,
         source=path,
     )
     return config, sorted(problems, key=sort_key)
+
+
+def _spill(base: Path, spill: str | None) -> str | None:
+    """``[limits] engine-spill`` from kqplan.toml's directory ("" stays: no spilling)."""
+    return spill if not spill else str(base / Path(spill).expanduser())
 
 
 def _waves(path: Path, text: str, doc: dict[str, Any],

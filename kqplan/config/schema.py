@@ -43,6 +43,8 @@ class _Custom(_Strict):
 class _Limits(_Strict):
     max_file_mib: StrictInt = Field(default=128, alias="max-file-mib", gt=0)
     max_input_mib: StrictInt = Field(default=512, alias="max-input-mib", gt=0)
+    engine_memory_mib: StrictInt | None = Field(default=None, alias="engine-memory-mib", gt=0)
+    engine_spill: StrictStr | None = Field(default=None, alias="engine-spill")
 
 
 class _Cluster(_Strict):
@@ -113,7 +115,7 @@ _FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("policy", "keys", "*"): ("min", "max"),
     ("policy", "protected-principals", "#"): ("user", "client-id"),
     ("custom",): ("entity-types", "keys"),
-    ("limits",): ("max-file-mib", "max-input-mib"),
+    ("limits",): ("max-file-mib", "max-input-mib", "engine-memory-mib", "engine-spill"),
 }
 
 _PATH = "a file path in quotes"
@@ -180,6 +182,8 @@ _EXPECTED: dict[tuple[str, ...], str] = {
     ("rollout", "waves", "#", "#"): "a cluster name in quotes",
     ("limits", "max-file-mib"): "a whole number of MiB greater than 0",
     ("limits", "max-input-mib"): "a whole number of MiB greater than 0",
+    ("limits", "engine-memory-mib"): "a whole number of MiB greater than 0",
+    ("limits", "engine-spill"): 'a directory in quotes (from kqplan.toml\'s), or "" to spill nowhere',
 }
 """What each value must be, in kqplan's words: the message of every problem but an unknown key."""
 

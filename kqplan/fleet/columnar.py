@@ -42,6 +42,7 @@ to a temporary directory (10^7 samples: ~0.55 GiB of RSS for the whole command).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
@@ -73,9 +74,9 @@ from kqplan.fleet.usage import USAGE_KEYS, Unit
 if TYPE_CHECKING:
     import duckdb
 
-MEMORY_LIMIT = "512MB"
-"""DuckDB's share of the process: with the interpreter, the quota states and the rows, 10^7
-samples stay within 1 GiB of RSS (benchmarks/README.md, issue 28)."""
+MEMORY_FLOOR, MEMORY_CEILING = 512 * 2**20, 4 * 2**30
+"""The bounds of DuckDB's memory when ``[limits] engine-memory-mib`` does not set it
+(:func:`default_memory`)."""
 
 HELD = 4_000_000
 """The most values one statistics query keeps of its units' top (or bottom) samples (~16 bytes
@@ -123,22 +124,70 @@ class Members:
         return cls(whole, part, quota)
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What the local engine may use: DuckDB's memory (bytes) and where it spills what does not fit
+    (None: nowhere; the work must fit in memory)."""
+
+    memory: int
+    spill: Path | None
+
+    @classmethod
+    def of(cls, memory_mib: int | None = None, spill: str | None = None) -> Resources:
+        """From ``[limits]``: ``engine-memory-mib`` (default :func:`default_memory`) and
+        ``engine-spill`` (a directory; "" for none; default the system's temporary directory)."""
+        memory = memory_mib * 2**20 if memory_mib is not None else default_memory()
+        if spill is None:
+            return cls(memory, Path(tempfile.gettempdir()))
+        return cls(memory, Path(spill) if spill else None)
+
+
+def default_memory() -> int:
+    """A quarter of the memory this process may have (the machine's, or its cgroup's limit when
+    lower), within :data:`MEMORY_FLOOR` and :data:`MEMORY_CEILING`."""
+    total = physical_memory()
+    return max(MEMORY_FLOOR, min(MEMORY_CEILING, total // 4)) if total else MEMORY_FLOOR
+
+
+def physical_memory() -> int | None:
+    """Bytes of memory this process may have: the machine's, or its cgroup's limit when lower."""
+    try:
+        total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = None
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and (total is None or int(text) < total):
+            total = int(text)
+    return total
+
+
 def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: Sequence[Path],
                     q: float | None, *, window: float = DEFAULT_WINDOW,
                     progress: Callable[[str], None] | None = None, held: int = HELD,
-                    seen: Callable[[Collection[str]], None] | None = None) -> Impact:
+                    seen: Callable[[Collection[str]], None] | None = None,
+                    resources: Resources | None = None) -> Impact:
     """:func:`kqplan.fleet.impact.impact_rows` of ``read_usage(paths, buckets=True)``, computed on DuckDB;
     ``progress`` hears what it is doing, ``held`` bounds a statistics query (:data:`HELD`), ``seen``
-    every cluster the usage names, once the files have passed the checks."""
+    every cluster the usage names, once the files have passed the checks; DuckDB within
+    ``resources`` (default: :meth:`Resources.of`)."""
     import duckdb  # a missing one is named with its extra (kqplan[fleet]) by cli.boundary
     report = progress or (lambda _: None)
-    with _connected() as con:
+    limits = resources or Resources.of()
+    with _connected(limits) as con:
         try:
-            return _impact(con, states, paths, q, window=window, progress=report, held=held, seen=seen)
+            return _impact(con, states, paths, q, window=window, progress=report, held=held, seen=seen,
+                           memory=limits.memory)
         except duckdb.OutOfMemoryException as exc:
-            raise KqplanError(f"DuckDB needs more than {MEMORY_LIMIT} for this usage: {_first_line(exc)}",
-                              hint="the exact statistic holds a principal's samples of a key in memory; "
-                              "--engine spark computes it on a cluster") from None
+            where = ("and spilling" if limits.spill is not None
+                     else "with spilling off ([limits] engine-spill)")
+            raise KqplanError(f"the local engine ran out of its {limits.memory / 2**20:,.0f} MiB of memory "
+                              f"{where}: {_first_line(exc)}",
+                              hint="raise [limits] engine-memory-mib in kqplan.toml, give fewer usage files "
+                              "(a shorter time range), or use --engine spark") from None
         except duckdb.Error as exc:
             raise KqplanError(f"DuckDB cannot read the usage files: {_first_line(exc)}",
                               hint="usage files are CSV (.csv), JSON lines (.jsonl, .json) or Parquet "
@@ -157,14 +206,25 @@ def cores() -> int:
 
 
 @contextmanager
-def _connected() -> Iterator[duckdb.DuckDBPyConnection]:
-    """An in-memory DuckDB on every core, within :data:`MEMORY_LIMIT`, spilling to a directory
-    removed afterwards."""
+def _connected(limits: Resources) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB on every core, within ``limits``: spilling to a directory of its own
+    under ``limits.spill``, removed afterwards."""
     import duckdb
 
-    with tempfile.TemporaryDirectory(prefix="kqplan-duckdb-") as spill:
-        con = duckdb.connect(config={"threads": cores(), "memory_limit": MEMORY_LIMIT,
-                                     "temp_directory": spill, "preserve_insertion_order": False})
+    with contextlib.ExitStack() as stack:
+        config: dict[str, Any] = {"threads": cores(), "memory_limit": f"{limits.memory // 2**20}MiB",
+                                  "preserve_insertion_order": False}
+        if limits.spill is not None:
+            try:
+                config["temp_directory"] = stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="kqplan-duckdb-", dir=limits.spill))
+            except OSError as exc:
+                raise KqplanError(f"the local engine cannot spill to {limits.spill}: {exc.strerror or exc}",
+                                  hint="set [limits] engine-spill in kqplan.toml to a writable directory, "
+                                       'or to "" to keep the work in memory') from None
+        else:
+            config["temp_directory"] = ""
+        con = duckdb.connect(config=config)
         try:
             yield con
         finally:
@@ -174,19 +234,20 @@ def _connected() -> Iterator[duckdb.DuckDBPyConnection]:
 def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaState, QuotaState]],
             paths: Sequence[Path], q: float | None, *, window: float,
             progress: Callable[[str], None], held: int,
-            seen: Callable[[Collection[str]], None] | None) -> Impact:
+            seen: Callable[[Collection[str]], None] | None, memory: int) -> Impact:
     progress("Reading the usage with DuckDB")
-    units, untimed, samples, counts = _observed(con, paths, states, window=window, seen=seen)
+    units, untimed, samples, counts = _observed(con, paths, states, seen=seen)
     progress(f"Resolving {samples} samples")
     clusters = "cluster IN (" + (", ".join(literal(c) for c in sorted(states)) or "NULL") + ")"
-    stats = _stats(con, counts, q, clusters, held=held)
+    stats = _stats(con, counts, q, clusters, held=held, memory=memory)
     sides = _sides(states, units)
     members = [Members.of(side) for side in sides]
     numbers: dict[tuple[int, Group], int] = {}  # (side, bucket) -> its number
     for side, found in enumerate(members):
         for g in (*found.whole, *found.part):
             numbers.setdefault((side, g), len(numbers))
-    totals = _timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q)
+    totals = _timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q, window=window,
+                          held=held, memory=memory)
     buckets = [_judged(states, side, found, untimed=untimed, totals=totals, numbers=numbers, stats=stats, q=q)
                for side, found in enumerate(members)]
     return Impact(_rows(units, sides, buckets, stats), _unused(states, sides), untimed,
@@ -227,25 +288,25 @@ def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, memb
 
 
 def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Mapping[str, object], *,
-              window: float, seen: Callable[[Collection[str]], None] | None = None
+              seen: Callable[[Collection[str]], None] | None = None
               ) -> tuple[list[Unit], frozenset[str], int, dict[str, list[int]]]:
     """The usage files as the view :data:`~kqplan.fleet.columnar_read.VIEW`, once they have passed
     the Python reader's checks (``read_usage(paths, buckets=True)``'s: quota buckets' rows are
     read); then the observed units of ``states``' clusters (sorted), those clusters with a sample
     without ``ts``, the count of samples in the files, and per key with any sample each unit's
-    count of samples of it (for :func:`_stats`). One scan gives all that, each file's first refused
-    row, and the window means (:func:`_scan`); ``seen`` hears every cluster the files name."""
+    count of samples of it (for :func:`_stats`). One scan gives all that and each file's first
+    refused row (:func:`_scan`); ``seen`` hears every cluster the files name."""
     import duckdb
 
     sources = register_usage(con, paths, buckets=True)
     try:
-        scanned, refused = _scan(con, sources, window=window)
+        scanned, refused = _scan(con, sources)
     except (duckdb.OutOfMemoryException, duckdb.InterruptException):
         raise
     except (duckdb.Error, LookupError):
         # a Parquet file DuckDB cannot read after all (or names otherwise): the Python reader's turn
         sources = register_usage(con, paths, parquet=False, buckets=True)
-        scanned, refused = _scan(con, sources, window=window)
+        scanned, refused = _scan(con, sources)
     refuse(sources, refused)
     if seen is not None:
         seen({r[0] for r in scanned})
@@ -255,38 +316,23 @@ def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Map
             sum(sum(r[5:]) for r in scanned), {k: [r[5 + n] for r in mine] for n, k in enumerate(keys)})
 
 
-UNITS, FILES, WINDOWS = 3, 1, 2
-"""The grouping sets of the table ``kq_scan`` (``kq_set``): per unit, per file, per unit and window."""
-
-
-def _scan(con: duckdb.DuckDBPyConnection, sources: Sources, *,
-          window: float) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
-    """One scan of the usage into the table ``kq_scan``: per unit whether it has a sample without
-    ``ts`` and its count of samples of each key with any; per file DuckDB reads its first refused
-    row; per unit and window of ``floor(ts / window)`` the mean of each key (``kq_m0``… in
-    :data:`USAGE_KEYS`' order). Return the first two (units as ``(cluster, user, client_id,
-    bucket, untimed, counts…)``, files by DuckDB's name); LookupError when DuckDB names a file
-    otherwise."""
+def _scan(con: duckdb.DuckDBPyConnection, sources: Sources) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    """One scan of the usage: per unit whether it has a sample without ``ts`` and its count of
+    samples of each key with any; per file DuckDB reads its first refused row. Return the units
+    as ``(cluster, user, client_id, bucket, untimed, counts…)`` and the files by DuckDB's name;
+    LookupError when DuckDB names a file otherwise. Few groups (a unit, a file): the window means,
+    a group per unit and window, are :func:`_window_means`' once the units have numbers."""
     rates = [quoted(k) for k in USAGE_KEYS if k in sources.keys]
     any_rate = " OR ".join(f"{r} IS NOT NULL" for r in rates) or "false"
-    counted = "".join(f", count({r}) AS kq_n{i}" for i, r in enumerate(rates))
-    means = "".join(f", avg({quoted(k)}) AS kq_m{i}" if k in sources.keys else f", NULL::DOUBLE AS kq_m{i}"
-                    for i, k in enumerate(USAGE_KEYS))
-    # a refused row has no window: its ts may be no number (refuse() raises before the means are read)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE kq_scan AS SELECT grouping(kq_file, kq_w) AS kq_set, kq_file, "
-        f"min(kq_row) FILTER (WHERE kq_refused) AS kq_first, {UNIT}, kq_w, "
-        f"bool_or(ts IS NULL AND ({any_rate})) AS kq_untimed{counted}{means} "
-        f"FROM (SELECT *, CASE WHEN kq_refused THEN NULL ELSE floor(ts / {_double(window)})::BIGINT END "
-        f"AS kq_w FROM {VIEW}) "
-        f"GROUP BY GROUPING SETS (({UNIT}), (kq_file), ({UNIT}, kq_w))")
-    rows = con.execute(f"SELECT kq_set, kq_file, kq_first, {UNIT}, kq_untimed"
-                       f"{''.join(f', kq_n{i}' for i in range(len(rates)))} FROM kq_scan "
-                       f"WHERE kq_set <> {WINDOWS}").fetchall()
-    refused = {r[1]: int(r[2]) for r in rows if r[0] == FILES and r[2] is not None}
+    counted = "".join(f", count({r})" for r in rates)
+    rows = con.execute(
+        f"SELECT grouping(kq_file) AS kq_set, kq_file, min(kq_row) FILTER (WHERE kq_refused), {UNIT}, "
+        f"bool_or(ts IS NULL AND ({any_rate})){counted} FROM {VIEW} "
+        f"GROUP BY GROUPING SETS (({UNIT}), (kq_file))").fetchall()
+    refused = {r[1]: int(r[2]) for r in rows if r[0] == 0 and r[2] is not None}
     if set(refused) - set(sources.by_duckdb):
         raise LookupError(sorted(set(refused) - set(sources.by_duckdb)))
-    return [r[3:] for r in rows if r[0] == UNITS], refused
+    return [r[3:] for r in rows if r[0] == 1], refused
 
 
 def _double(x: float) -> str:
@@ -326,15 +372,26 @@ class Ranks:
 
 
 def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], q: float | None,
-           clusters: str, *, held: int) -> dict[Unit, dict[str, float]]:
+           clusters: str, *, held: int, memory: int) -> dict[Unit, dict[str, float]]:
     """Unit -> key -> the statistic over its samples, for the units of ``clusters`` (a
-    SQL condition). A quantile is :func:`kqplan.fleet.usage.statistic`'s, to the bit, from each
-    unit's top (or bottom) values (:class:`Ranks`), every key in one query while they are few
-    (p99: a handful per unit); a key that would keep more than ``held`` values has DuckDB's
-    ``quantile_cont`` in a query of its own (the last bit may differ)."""
+    SQL condition): :func:`_statistics` over the usage, grouped by unit."""
     def grouped(columns: str) -> str:
         return f"SELECT {UNIT}, {columns} FROM {VIEW} WHERE {clusters} GROUP BY ALL"
 
+    found = _statistics(con, counts, q, grouped, group=UNIT, held=held, memory=memory, what="samples")
+    return {(c, u, i, b): values for (c, u, i, b), values in found.items()}
+
+
+def _statistics(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], q: float | None,
+                grouped: Callable[[str], str], *, group: str, held: int, memory: int,
+                what: str) -> dict[tuple[Any, ...], dict[str, float]]:
+    """Group -> key -> the statistic over its values, where ``grouped(columns)`` is the SQL of the
+    columns ``group`` (SQL, comma-separated) and ``columns`` per group, and ``counts`` each group's
+    count of values per key (any order). A quantile is :func:`kqplan.fleet.usage.statistic`'s, to
+    the bit, from each group's top (or bottom) values (:class:`Ranks`), every key in one query while
+    they are few (p99: a handful per group); a key that would keep more than ``held`` values has DuckDB's
+    ``quantile_cont`` in a query of its own (the last bit may differ), which holds every value of
+    the key at once: refused before it starts when they would not fit in ``memory`` bytes."""
     queries: list[tuple[list[str], str]] = []
     if not counts:
         return {}
@@ -344,24 +401,47 @@ def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], 
         batch: list[Ranks] = []
         for ranks in sorted((Ranks.of(k, n, q) for k, n in counts.items()), key=lambda r: r.held):
             if ranks.held > held:
+                _fits(sum(counts[ranks.key]), ranks.key, q, memory=memory, what=what)
                 queries.append(([ranks.key], grouped(_statistic(quoted(ranks.key), q))))
                 continue
             if batch and sum(r.held for r in batch) + ranks.held > held:
-                queries.append(([r.key for r in batch], _interpolated(batch, q, grouped)))
+                queries.append(([r.key for r in batch], _interpolated(batch, q, grouped, group)))
                 batch = []
             batch.append(ranks)
         if batch:
-            queries.append(([r.key for r in batch], _interpolated(batch, q, grouped)))
-    stats: dict[Unit, dict[str, float]] = {}
+            queries.append(([r.key for r in batch], _interpolated(batch, q, grouped, group)))
+    stats: dict[tuple[Any, ...], dict[str, float]] = {}
+    width = len(group.split(","))
     for keys, sql in queries:
-        for cluster, user, client_id, bucket, *values in con.execute(sql).fetchall():
-            for key, value in zip(keys, values, strict=True):
+        for row in con.execute(sql).fetchall():
+            for key, value in zip(keys, row[width:], strict=True):
                 if value is not None:
-                    stats.setdefault((cluster, user, client_id, bucket), {})[key] = value
+                    stats.setdefault(row[:width], {})[key] = value
     return stats
 
 
-def _interpolated(batch: Sequence[Ranks], q: float, grouped: Callable[[str], str]) -> str:
+VALUE_BYTES = 24
+"""What DuckDB's ``quantile_cont`` holds per value, with its list's share (measured: 10^7
+doubles in one group took ~230 MB)."""
+
+
+def _fits(values: int, key: str, q: float, *, memory: int, what: str) -> None:
+    """Refuse, before the work, an exact quantile that would hold more than ``memory`` bytes."""
+    need = values * VALUE_BYTES
+    if need > memory:
+        raise KqplanError(
+            f"the exact p{_percent(q)} of {key} holds every one of its {values:,} {what} at once "
+            f"(~{need / 2**20:,.0f} MiB): more than the local engine's memory ({memory / 2**20:,.0f} MiB)",
+            hint="--stat max or a higher percentile (p90, p99) keep a few values per principal; or raise "
+                 "[limits] engine-memory-mib in kqplan.toml, give fewer usage files (a shorter time "
+                 "range), or use --engine spark")
+
+
+def _percent(q: float) -> str:
+    return f"{q * 100:g}"
+
+
+def _interpolated(batch: Sequence[Ranks], q: float, grouped: Callable[[str], str], group: str) -> str:
     """SQL of the ``q`` quantiles of ``batch``'s keys per unit: ``n`` samples, ``pos = q * (n -
     1)``, ``low = floor(pos)``, ``high = min(low + 1, n - 1)``, then ``lo + (hi - lo) * (pos -
     low)``: :func:`~kqplan.fleet.usage.statistic`'s arithmetic, step by step in doubles."""
@@ -376,49 +456,87 @@ def _interpolated(batch: Sequence[Ranks], q: float, grouped: Callable[[str], str
     ends = ", ".join(f"{at(i, r, f'kq_low{i}')} AS kq_lo{i}, "
                      f"{at(i, r, f'least(kq_low{i} + 1, kq_n{i} - 1)')} AS kq_hi{i}" for i, r in keys)
     value = ", ".join(f"kq_lo{i} + (kq_hi{i} - kq_lo{i}) * (kq_pos{i} - kq_low{i})" for i, _ in keys)
-    return (f"SELECT {UNIT}, {value} FROM (SELECT *, {ends} FROM (SELECT *, {low} FROM "
+    return (f"SELECT {group}, {value} FROM (SELECT *, {ends} FROM (SELECT *, {low} FROM "
             f"(SELECT *, {pos} FROM ({grouped(kept)}))))")
 
 
 def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: Sequence[Members], *,
                  numbers: Mapping[tuple[int, Group], int], untimed: Collection[str],
-                 q: float | None) -> dict[int, tuple[float | None, float | None]]:
+                 q: float | None, window: float, held: int, memory: int
+                 ) -> dict[int, tuple[float | None, float | None]]:
     """Bucket number -> its usage (known, most), for the buckets of timed clusters and keys with
-    samples: per window, each unit's mean (``kq_scan``) summed over the units wholly in the bucket
-    (known) and over those and the split units partly in it (most; only for a bucket with such
-    units); then the statistic over the windows of each."""
+    samples: per window, each unit's mean summed over the units wholly in the bucket (known) and
+    over those and the split units partly in it (most; only for a bucket with such units); then
+    the statistic over the windows of each.
+
+    The units placed in such buckets get numbers (``kq_units``), and each unit's mean per window
+    is one group of two numbers (``kq_means``: plain GROUP BY, which DuckDB spills). A bucket with
+    one unit wholly in it and none split (most of them, where principals are many) has that unit's
+    window means for its sums: the statistic over them is :func:`_statistics`' per unit, without a
+    join, once for both sides of the plan. The other buckets join the means of their units."""
     import pyarrow as pa
 
-    placed: list[Unit] = []  # a row per unit and bucket: the unit, and the bucket's columns below
-    numbered: dict[str, list[Any]] = {"k": [], "number": [], "exact": [], "split": []}
     index = {key: i for i, key in enumerate(USAGE_KEYS)}
+    uids: dict[Unit, int] = {}
+    single: dict[tuple[int, str], list[int]] = {}  # (unit, key) -> the numbers of its buckets alone
+    numbered: dict[str, list[Any]] = {"uid": [], "k": [], "number": [], "exact": [], "split": []}
     for side, found in enumerate(members):
         for exact, groups in ((True, found.whole), (False, found.part)):
             for g, units in groups.items():
                 if g[0] in untimed or g[1] not in keys:
                     continue
-                placed += units
-                bucket = (index[g[1]], numbers[side, g], exact, g in found.part)
-                for column, value in zip(numbered.values(), bucket, strict=True):
-                    column.extend([value] * len(units))
-    if not placed:
+                number = numbers[side, g]
+                if exact and len(units) == 1 and g not in found.part:
+                    single.setdefault((uids.setdefault(units[0], len(uids)), g[1]), []).append(number)
+                    continue
+                for unit in units:
+                    row = (uids.setdefault(unit, len(uids)), index[g[1]], number, exact, g in found.part)
+                    for column, value in zip(numbered.values(), row, strict=True):
+                        column.append(value)
+    if not uids:
         return {}
-    unit_columns = zip(("cluster", "user", "client_id", "bucket"), zip(*placed, strict=True), strict=True)
-    columns = {**dict(unit_columns), **numbered}
-    types = [pa.string()] * 4 + [pa.int8(), pa.int64(), pa.bool_(), pa.bool_()]
-    con.register("kq_members", pa.table({c: pa.array(v, t) for (c, v), t in zip(columns.items(), types,
-                                                                                 strict=True)}))
-    clusters = ", ".join(literal(c) for c in sorted(set(columns["cluster"])))
-    ranks = ", ".join(str(i) for i in range(len(USAGE_KEYS)))
-    sql = f"""
-        WITH means AS (
-            SELECT {UNIT}, kq_w AS w, unnest([{ranks}]) AS k,
-                   unnest([{", ".join(f"kq_m{i}" for i in range(len(USAGE_KEYS)))}]) AS mean
-            FROM kq_scan WHERE kq_set = {WINDOWS} AND kq_w IS NOT NULL AND cluster IN ({clusters})),
-        windows AS (
-            SELECT number, w, sum(mean) FILTER (WHERE exact) AS known, sum(mean) FILTER (WHERE split) AS most
-            FROM means JOIN kq_members USING ({UNIT}, k) WHERE mean IS NOT NULL GROUP BY number, w)
-        SELECT number, {_statistic("known", q)}, {_statistic("most", q)} FROM windows GROUP BY number"""
-    totals = {int(n): (known, most) for n, known, most in con.execute(sql).fetchall()}
-    con.unregister("kq_members")
+    placed = list(uids)
+    con.register("kq_placed", pa.table({
+        "uid": pa.array(range(len(placed)), pa.int32()),
+        **{c: pa.array([u[i] for u in placed], pa.string())
+           for i, c in enumerate(("cluster", "user", "client_id", "bucket"))}}))
+    present = [k for k in USAGE_KEYS if k in keys]
+    means = ", ".join(f"avg({quoted(k)}) AS {quoted(k)}" for k in present)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, floor(ts / {_double(window)})::BIGINT "
+                f"AS w, {means} FROM {VIEW} JOIN kq_placed USING ({UNIT}) WHERE NOT kq_refused GROUP BY ALL")
+    con.unregister("kq_placed")
+    totals: dict[int, tuple[float | None, float | None]] = {}
+    if single:
+        wanted = sorted({k for _, k in single}, key=index.__getitem__)
+        counted = con.execute("SELECT uid, " + ", ".join(f"count({quoted(k)})" for k in wanted)
+                              + " FROM kq_means GROUP BY uid").fetchall()
+        counts = {k: [r[1 + n] for r in counted] for n, k in enumerate(wanted)}
+
+        def grouped(columns: str) -> str:
+            return f"SELECT uid, {columns} FROM kq_means GROUP BY uid"
+
+        stats = _statistics(con, counts, q, grouped, group="uid", held=held, memory=memory,
+                            what="window means")
+        for (uid, key), bucket_numbers in single.items():
+            found_value = stats.get((uid,), {}).get(key)
+            if found_value is not None:
+                totals.update((n, (found_value, None)) for n in bucket_numbers)
+    if numbered["uid"]:
+        types = [pa.int32(), pa.int8(), pa.int64(), pa.bool_(), pa.bool_()]
+        con.register("kq_members", pa.table({c: pa.array(v, t) for (c, v), t in zip(numbered.items(), types,
+                                                                                     strict=True)}))
+        ranks = ", ".join(str(index[k]) for k in present)
+        sql = f"""
+            WITH means AS (
+                SELECT uid, w, unnest([{ranks}]) AS k,
+                       unnest([{", ".join(quoted(k) for k in present)}]) AS mean
+                FROM kq_means WHERE uid IN (SELECT uid FROM kq_members)),
+            windows AS (
+                SELECT number, w, sum(mean) FILTER (WHERE exact) AS known,
+                       sum(mean) FILTER (WHERE split) AS most
+                FROM means JOIN kq_members USING (uid, k) WHERE mean IS NOT NULL GROUP BY number, w)
+            SELECT number, {_statistic("known", q)}, {_statistic("most", q)} FROM windows GROUP BY number"""
+        totals.update((int(n), (known, most)) for n, known, most in con.execute(sql).fetchall())
+        con.unregister("kq_members")
+    con.execute("DROP TABLE kq_means")
     return totals

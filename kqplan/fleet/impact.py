@@ -322,9 +322,10 @@ def _rows(units: Sequence[Unit], sides: tuple[Side, Side],
             text = displays[entity] = shown(entity)
         return text
 
-    for unit in units:
+    # made in their order (cluster, user, client_id, bucket, key): no sort of the rows after
+    for unit in sorted(units):
         cluster, user, client_id, kind = unit
-        for key in USAGE_KEYS:
+        for key in _SORTED_KEYS:
             shown_sides: list[tuple[Any, ...]] = []
             for side, judged_side in zip(sides, buckets, strict=True):
                 where, value, origin = side[unit][key]
@@ -342,8 +343,10 @@ def _rows(units: Sequence[Unit], sides: tuple[Side, Side],
             rows.append(ImpactRow(cluster, user, client_id, kind, key, stats.get(unit, {}).get(key),
                                   bv, bs, bg, bu, bm, bsplit, av, as_, ag, au, am, asplit,
                                   utilization, bt, at))
-    rows.sort(key=attrgetter("cluster", "user", "client_id", "bucket", "key"))  # the units are unique
     return rows
+
+
+_SORTED_KEYS = tuple(sorted(USAGE_KEYS))
 
 
 def _unused(states: Mapping[str, tuple[QuotaState, QuotaState]], sides: tuple[Side, Side]) -> list[UnusedRow]:
