@@ -101,8 +101,7 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
             actual = live.describe() if who is not None or forecasting else None
             result = compute_plan(desired, live, config, entry=cluster,
                                   record_state=out is not None or fmt is Format.JSON, actual=actual)
-    view = (_forecast(usage, actual, result, cluster, streams, config=config)
-            if usage is not None and forecasting else None)
+    view = _forecast(usage, actual, result, cluster, streams, config=config) if forecasting else None
     refused = guardrail_problem(result, desired, config, guardrails)
     warnings = lint_warnings(desired, result)
     if text_like and warnings:
@@ -158,13 +157,14 @@ def plan(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: F
     return ExitCode.CHANGES if detailed_exitcode and result.has_changes else ExitCode.OK
 
 
-def _forecast(usage: UsageOptions, actual: QuotaState | None, result: Plan, cluster: ClusterEntry | None,
-              streams: Streams, *, config: ProjectConfig) -> ForecastView | None:
+def _forecast(usage: UsageOptions | None, actual: QuotaState | None, result: Plan,
+              cluster: ClusterEntry | None, streams: Streams, *,
+              config: ProjectConfig) -> ForecastView | None:
     """Which buckets the plan would throttle (``--usage``, ``--usage-from-metrics``)."""
     from kqplan.commands.forecast import forecast
     from kqplan.core.plan import apply_ops
 
-    if actual is None:
+    if actual is None or usage is None:
         return None
     with streams.progress() as progress:
         return forecast(usage, actual, apply_ops(actual, result.changes), cluster=cluster, progress=progress,

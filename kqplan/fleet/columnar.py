@@ -29,8 +29,8 @@ sample: 10^7 samples are 10^5 observed rows at most.
 A unit's statistic is the reference's to the bit: ``max``, or linear interpolation between
 the closest ranks (:func:`kqplan.fleet.usage.statistic`) computed in SQL from the few values it
 needs, each unit's top (or bottom) samples (``max(x, n)``: for p99 a handful per unit, so every
-key takes one scan and little memory; :class:`Ranks`). Where that would keep more than
-:data:`HELD` values (p50 of large units) the key falls back to DuckDB's exact ``quantile_cont``,
+key takes one scan and little memory; :mod:`kqplan.fleet.columnar_stats`). Where that would keep
+more than :data:`HELD` values (p50 of large units) the key falls back to DuckDB's exact ``quantile_cont``,
 which holds every value and interpolates as ``fma(lo, 1 - d, hi * d)`` where the reference
 computes ``lo + (hi - lo) * d``: the same number but for the last bits, as for a bucket's statistic
 over its windows. Window means and bucket sums are added in DuckDB's order, not the reference's:
@@ -43,7 +43,6 @@ to a temporary directory (10^7 samples: ~0.55 GiB of RSS for the whole command).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -58,6 +57,7 @@ from kqplan.core.errors import KqplanError
 from kqplan.core.resolve import QuotaIndex
 from kqplan.core.state import QuotaState
 from kqplan.fleet.columnar_read import VIEW, Sources, literal, quoted, refuse, register_usage
+from kqplan.fleet.columnar_stats import double, statistic, statistics
 from kqplan.fleet.impact import (
     DEFAULT_WINDOW,
     BucketRow,
@@ -335,42 +335,6 @@ def _scan(con: duckdb.DuckDBPyConnection, sources: Sources) -> tuple[list[tuple[
     return [r[3:] for r in rows if r[0] == 1], refused
 
 
-def _double(x: float) -> str:
-    """``x`` as a DuckDB DOUBLE literal (a plain decimal would be a DECIMAL)."""
-    shown = repr(x)
-    return shown if "e" in shown else shown + "e0"
-
-
-def _statistic(column: str, q: float | None) -> str:
-    """SQL of the statistic of ``column``: max, or DuckDB's exact ``q`` quantile."""
-    return f"max({column})" if q is None else f"quantile_cont({column}, {_double(q)})"
-
-
-@dataclass(frozen=True)
-class Ranks:
-    """What the ``q`` quantile of a key needs of each principal's samples: the ``size`` largest
-    (``side`` max, descending) or smallest (min, ascending), ``held`` values in all."""
-
-    key: str
-    side: str
-    size: int
-    held: int
-
-    @classmethod
-    def of(cls, key: str, counts: Sequence[int], q: float) -> Ranks:
-        """Linear interpolation between the closest ranks ``floor(q * (n - 1))`` and the next one
-        (:func:`kqplan.fleet.usage.statistic`) needs, from the top, every value down to the lower
-        rank; from the bottom, every value up to the higher one."""
-        top = bottom = 1
-        for n in counts:
-            if n:
-                low = math.floor(q * (n - 1))
-                top, bottom = max(top, n - low), max(bottom, min(low + 1, n - 1) + 1)
-        held = {side: sum(min(size, n) for n in counts) for side, size in (("max", top), ("min", bottom))}
-        side = min(held, key=held.__getitem__)
-        return cls(key, side, top if side == "max" else bottom, held[side])
-
-
 def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], q: float | None,
            clusters: str, *, held: int, memory: int) -> dict[Unit, dict[str, float]]:
     """Unit -> key -> the statistic over its samples, for the units of ``clusters`` (a
@@ -378,86 +342,8 @@ def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], 
     def grouped(columns: str) -> str:
         return f"SELECT {UNIT}, {columns} FROM {VIEW} WHERE {clusters} GROUP BY ALL"
 
-    found = _statistics(con, counts, q, grouped, group=UNIT, held=held, memory=memory, what="samples")
+    found = statistics(con, counts, q, grouped, group=UNIT, held=held, memory=memory, what="samples")
     return {(c, u, i, b): values for (c, u, i, b), values in found.items()}
-
-
-def _statistics(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], q: float | None,
-                grouped: Callable[[str], str], *, group: str, held: int, memory: int,
-                what: str) -> dict[tuple[Any, ...], dict[str, float]]:
-    """Group -> key -> the statistic over its values, where ``grouped(columns)`` is the SQL of the
-    columns ``group`` (SQL, comma-separated) and ``columns`` per group, and ``counts`` each group's
-    count of values per key (any order). A quantile is :func:`kqplan.fleet.usage.statistic`'s, to
-    the bit, from each group's top (or bottom) values (:class:`Ranks`), every key in one query while
-    they are few (p99: a handful per group); a key that would keep more than ``held`` values has DuckDB's
-    ``quantile_cont`` in a query of its own (the last bit may differ), which holds every value of
-    the key at once: refused before it starts when they would not fit in ``memory`` bytes."""
-    queries: list[tuple[list[str], str]] = []
-    if not counts:
-        return {}
-    if q is None:
-        queries.append((list(counts), grouped(", ".join(f"max({quoted(k)})" for k in counts))))
-    else:
-        batch: list[Ranks] = []
-        for ranks in sorted((Ranks.of(k, n, q) for k, n in counts.items()), key=lambda r: r.held):
-            if ranks.held > held:
-                _fits(sum(counts[ranks.key]), ranks.key, q, memory=memory, what=what)
-                queries.append(([ranks.key], grouped(_statistic(quoted(ranks.key), q))))
-                continue
-            if batch and sum(r.held for r in batch) + ranks.held > held:
-                queries.append(([r.key for r in batch], _interpolated(batch, q, grouped, group)))
-                batch = []
-            batch.append(ranks)
-        if batch:
-            queries.append(([r.key for r in batch], _interpolated(batch, q, grouped, group)))
-    stats: dict[tuple[Any, ...], dict[str, float]] = {}
-    width = len(group.split(","))
-    for keys, sql in queries:
-        for row in con.execute(sql).fetchall():
-            for key, value in zip(keys, row[width:], strict=True):
-                if value is not None:
-                    stats.setdefault(row[:width], {})[key] = value
-    return stats
-
-
-VALUE_BYTES = 24
-"""What DuckDB's ``quantile_cont`` holds per value, with its list's share (measured: 10^7
-doubles in one group took ~230 MB)."""
-
-
-def _fits(values: int, key: str, q: float, *, memory: int, what: str) -> None:
-    """Refuse, before the work, an exact quantile that would hold more than ``memory`` bytes."""
-    need = values * VALUE_BYTES
-    if need > memory:
-        raise KqplanError(
-            f"the exact p{_percent(q)} of {key} holds every one of its {values:,} {what} at once "
-            f"(~{need / 2**20:,.0f} MiB): more than the local engine's memory ({memory / 2**20:,.0f} MiB)",
-            hint="--stat max or a higher percentile (p90, p99) keep a few values per principal; or raise "
-                 "[limits] engine-memory-mib in kqplan.toml, give fewer usage files (a shorter time "
-                 "range), or use --engine spark")
-
-
-def _percent(q: float) -> str:
-    return f"{q * 100:g}"
-
-
-def _interpolated(batch: Sequence[Ranks], q: float, grouped: Callable[[str], str], group: str) -> str:
-    """SQL of the ``q`` quantiles of ``batch``'s keys per unit: ``n`` samples, ``pos = q * (n -
-    1)``, ``low = floor(pos)``, ``high = min(low + 1, n - 1)``, then ``lo + (hi - lo) * (pos -
-    low)``: :func:`~kqplan.fleet.usage.statistic`'s arithmetic, step by step in doubles."""
-    def at(i: int, ranks: Ranks, rank: str) -> str:  # the value of a rank (from 0) in the kept list
-        return f"kq_t{i}[kq_n{i} - {rank}]" if ranks.side == "max" else f"kq_t{i}[{rank} + 1]"
-
-    keys = list(enumerate(batch))
-    kept = ", ".join(f"count({quoted(r.key)}) AS kq_n{i}, {r.side}({quoted(r.key)}, {r.size}) AS kq_t{i}"
-                     for i, r in keys)
-    pos = ", ".join(f"{_double(q)} * (kq_n{i} - 1) AS kq_pos{i}" for i, _ in keys)
-    low = ", ".join(f"floor(kq_pos{i})::BIGINT AS kq_low{i}" for i, _ in keys)
-    ends = ", ".join(f"{at(i, r, f'kq_low{i}')} AS kq_lo{i}, "
-                     f"{at(i, r, f'least(kq_low{i} + 1, kq_n{i} - 1)')} AS kq_hi{i}" for i, r in keys)
-    value = ", ".join(f"kq_lo{i} + (kq_hi{i} - kq_lo{i}) * (kq_pos{i} - kq_low{i})" for i, _ in keys)
-    return (f"SELECT {group}, {value} FROM (SELECT *, {ends} FROM (SELECT *, {low} FROM "
-            f"(SELECT *, {pos} FROM ({grouped(kept)}))))")
 
 
 def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: Sequence[Members], *,
@@ -502,7 +388,7 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
            for i, c in enumerate(("cluster", "user", "client_id", "bucket"))}}))
     present = [k for k in USAGE_KEYS if k in keys]
     means = ", ".join(f"avg({quoted(k)}) AS {quoted(k)}" for k in present)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, floor(ts / {_double(window)})::BIGINT "
+    con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, floor(ts / {double(window)})::BIGINT "
                 f"AS w, {means} FROM {VIEW} JOIN kq_placed USING ({UNIT}) WHERE NOT kq_refused GROUP BY ALL")
     con.unregister("kq_placed")
     totals: dict[int, tuple[float | None, float | None]] = {}
@@ -515,7 +401,7 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
         def grouped(columns: str) -> str:
             return f"SELECT uid, {columns} FROM kq_means GROUP BY uid"
 
-        stats = _statistics(con, counts, q, grouped, group="uid", held=held, memory=memory,
+        stats = statistics(con, counts, q, grouped, group="uid", held=held, memory=memory,
                             what="window means")
         for (uid, key), bucket_numbers in single.items():
             found_value = stats.get((uid,), {}).get(key)
@@ -535,7 +421,7 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
                 SELECT number, w, sum(mean) FILTER (WHERE exact) AS known,
                        sum(mean) FILTER (WHERE split) AS most
                 FROM means JOIN kq_members USING (uid, k) WHERE mean IS NOT NULL GROUP BY number, w)
-            SELECT number, {_statistic("known", q)}, {_statistic("most", q)} FROM windows GROUP BY number"""
+            SELECT number, {statistic("known", q)}, {statistic("most", q)} FROM windows GROUP BY number"""
         totals.update((int(n), (known, most)) for n, known, most in con.execute(sql).fetchall())
         con.unregister("kq_members")
     con.execute("DROP TABLE kq_means")

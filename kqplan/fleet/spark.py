@@ -224,7 +224,12 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
                 # with one core and a 1 GB driver, let a few impact jobs in one process fill it), and
                 # the UI's store, off with the UI, keeps every query's plan (1000 by default)
                 builder = (builder.config("spark.buffer.pageSize", "2m")
-                           .config("spark.sql.ui.retainedExecutions", "20"))
+                           .config("spark.sql.ui.retainedExecutions", "20")
+                           # the status store keeps every job, stage and task (1000, 1000,
+                           # 100,000 by default) though no UI reads them: ~0.4 GiB of the heap
+                           # after a few hundred small jobs
+                           .config("spark.ui.retainedJobs", "50").config("spark.ui.retainedStages", "50")
+                           .config("spark.ui.retainedTasks", "1000"))
         # a session this process already runs (an application embedding kqplan, a test suite) is
         # reused by getOrCreate and is not kqplan's to stop
         existing = None if remote else SparkSession.getActiveSession()
