@@ -164,3 +164,21 @@ def test_bad_engine_limits_are_located_errors(tmp_path: Path, limits: str, probl
     assert "kqplan.toml:2" in result.stderr, result.stderr
     assert problem in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_one_principal_with_half_the_samples_fits_a_small_memory(tmp_path: Path) -> None:
+    """Issue 42's skewed shape, small: one principal's p99 needs its top 401 values, and DuckDB
+    sizes ``max(x, 401)`` for 401 values in every one of 3,001 groups; in 16 MiB the statistic
+    takes ``quantile_cont`` instead (70,000 values) and gives the reference's impact."""
+    big, others, each = 40_000, 3_000, 10
+    rows = big + others * each
+    ids = [0] * big + [1 + i // each for i in range(others * each)]
+    pq.write_table(pa.table({
+        "cluster": ["c"] * rows, "user": [f"u{i}" for i in ids], "client_id": [""] * rows,
+        "ts": pa.array([float(r % 600) for r in range(rows)]),
+        P: pa.array([float((r * 7919) % 1000) for r in range(rows)]),
+    }), tmp_path / "skew.parquet")
+    path = tmp_path / "skew.parquet"
+    expected = impact_rows(STATES, read_usage([path], buckets=True), 0.99)
+    assert_same_impact(expected, impact_of_files(STATES, [path], 0.99, resources=Resources(16 * MIB, None)),
+                       exact_usage=False)
