@@ -225,8 +225,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
 
             # DuckDB reads the usage files and aggregates the samples; the core resolves each principal
             impact = impact_of_files(states, [Path(u) for u in usage], q, window=window, progress=progress,
-                                     seen=seen, resources=Resources.of(config.engine_memory_mib,
-                                                                       config.engine_spill))
+                                     seen=seen, resources=Resources.of_project(config))
     charts: list[str] = []
     if local_out is not None:
         local_out.mkdir(parents=True, exist_ok=True)

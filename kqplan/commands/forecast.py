@@ -125,7 +125,7 @@ def _from_files(options: UsageOptions, before: QuotaState, after: QuotaState, cl
         try:
             impact = impact_of_files({name: (before, after)}, list(options.paths), options.q,
                                      window=options.bucket_window, progress=progress, seen=seen,
-                                     resources=Resources.of(config.engine_memory_mib, config.engine_spill))
+                                     resources=Resources.of_project(config))
         except _Named as found:
             name = found.name
             continue

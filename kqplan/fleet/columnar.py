@@ -12,10 +12,11 @@ sample: 10^7 samples are 10^5 observed rows at most.
   scans: the *units* (a principal, or a measured ``{user=U}``/``{client-id=C}`` bucket:
   :attr:`kqplan.fleet.usage.Sample.unit`), with each file's first refused row, which clusters
   have a sample without ``ts`` and each unit's count of samples per key; each unit's statistic
-  per key; each unit's mean per window of ``floor(ts / window)``, joined with the buckets it
-  falls in, summed per bucket and window — the *known* part over the units wholly in the bucket,
-  the *most* over those and the split units partly in it — and the statistic over a bucket's
-  windows.
+  per key; each unit's mean per window of ``floor(ts / window)`` (the units numbered: a plain
+  GROUP BY of two numbers, which DuckDB spills), summed per bucket and window — the *known* part
+  over the units wholly in the bucket, the *most* over those and the split units partly in it —
+  and the statistic over a bucket's windows (a bucket of one unit, none split: that unit's means,
+  no join).
 - Python decides, once per distinct unit, with the reference's own functions: where each unit's
   members fall per key before and after the plan (:func:`kqplan.fleet.impact._sides`, the core's
   resolution and buckets), then each bucket's quota and verdict
@@ -36,8 +37,9 @@ computes ``lo + (hi - lo) * d``: the same number but for the last bits, as for a
 over its windows. Window means and bucket sums are added in DuckDB's order, not the reference's:
 the last bits again (the Spark engine differs alike; tests/fleet compare both so).
 
-DuckDB runs on every core this process may use, within :data:`MEMORY_LIMIT`, spilling what it can
-to a temporary directory (10^7 samples: ~0.55 GiB of RSS for the whole command).
+DuckDB runs on every core this process may use, within the memory :class:`Resources` gives it,
+spilling what it can to a directory of its own (10^7 samples of any shape: at most ~1.1 GiB of RSS
+for the whole command; benchmarks/README.md, issue 42).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kqplan.config.model import ProjectConfig
 from kqplan.core.buckets import bucket_quota, shown
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
@@ -140,6 +143,11 @@ class Resources:
         if spill is None:
             return cls(memory, Path(tempfile.gettempdir()))
         return cls(memory, Path(spill) if spill else None)
+
+    @classmethod
+    def of_project(cls, config: ProjectConfig) -> Resources:
+        """What kqplan.toml's ``[limits]`` give the engine."""
+        return cls.of(config.engine_memory_mib, config.engine_spill)
 
 
 def default_memory() -> int:
@@ -321,7 +329,7 @@ def _scan(con: duckdb.DuckDBPyConnection, sources: Sources) -> tuple[list[tuple[
     samples of each key with any; per file DuckDB reads its first refused row. Return the units
     as ``(cluster, user, client_id, bucket, untimed, counts…)`` and the files by DuckDB's name;
     LookupError when DuckDB names a file otherwise. Few groups (a unit, a file): the window means,
-    a group per unit and window, are :func:`_window_means`' once the units have numbers."""
+    a group per unit and window, are :func:`_timed_usage`'s once the units have numbers."""
     rates = [quoted(k) for k in USAGE_KEYS if k in sources.keys]
     any_rate = " OR ".join(f"{r} IS NOT NULL" for r in rates) or "false"
     counted = "".join(f", count({r})" for r in rates)
