@@ -10,6 +10,7 @@ once, in the order tests/kafka/plugin.py gives them); the others go to whichever
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,16 @@ from typing import Any
 import pytest
 
 pytest_plugins = ["tests.kafka.plugin", "tests.live"]
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test can start a JVM: pyspark reads PYSPARK_SUBMIT_ARGS when it launches its
+    gateway, and a stopped session leaves the gateway running for every later session of the
+    process, so the first test to start Spark in-process (not necessarily the ``spark`` fixture)
+    fixes the driver's heap for the rest of the run. Subprocesses inherit it (a maximum, not an
+    allocation)."""
+    from tests.lanes import DRIVER_HEAP_GIB
+
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {DRIVER_HEAP_GIB}g pyspark-shell")
 
 
 @pytest.hookimpl(optionalhook=True)

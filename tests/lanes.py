@@ -21,6 +21,11 @@ APART = {"tests/fleet/standalone_test.py": "standalone", "tests/project/extras_t
 """Modules that name Spark but run it only in subprocesses (a Spark standalone cluster; fresh
 venvs): no JVM of the worker's own, so no Spark lane; the standalone cluster's tests stay together
 (one module-scoped cluster)."""
+DRIVER_HEAP_GIB = 3
+"""The heap of the one Spark driver a test process runs (the Spark lane's): hundreds of jobs in one
+JVM, where a kqplan process runs one job and ends; pyspark's default 1 GiB ran out late in full
+runs ("Java heap space" in a task's serialisation)."""
+
 KAFKA = "real_kafka-"
 """In the parameter id of a test run against a real broker (tests/kafka/plugin.py's ``spec_id``)."""
 

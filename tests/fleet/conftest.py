@@ -37,25 +37,24 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # working directory of the session's start: a test directory, not the checkout
     here = Path.cwd()
     os.chdir(tmp_path_factory.mktemp("spark-cwd"))
-    # one driver for hundreds of jobs: the default 1 GiB heap ran out late in a full run (a task's
-    # serialisation, "Java heap space"), where a kqplan process runs one job and ends
-    saved = os.environ.get("PYSPARK_SUBMIT_ARGS")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 3g pyspark-shell"
     try:
         with session(master="local[1]") as active:
             os.chdir(here)
-            _restore("PYSPARK_SUBMIT_ARGS", saved)
+            _check_heap(active)
             yield active
     finally:
         os.chdir(here)
-        _restore("PYSPARK_SUBMIT_ARGS", saved)
 
 
-def _restore(key: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(key, None)
-    else:
-        os.environ[key] = value
+def _check_heap(spark: Any) -> None:
+    """The driver's heap is the one tests/conftest.py asks for: a JVM started without it (an
+    earlier launch in this process, PYSPARK_SUBMIT_ARGS set otherwise) ran out late in full runs."""
+    from tests.lanes import DRIVER_HEAP_GIB
+
+    heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    if heap < DRIVER_HEAP_GIB * 0.9 * 2**30:
+        pytest.fail(f"the test process's Spark driver has a {heap / 2**30:.2f} GiB heap, not "
+                    f"{DRIVER_HEAP_GIB} GiB: PYSPARK_SUBMIT_ARGS={os.environ.get('PYSPARK_SUBMIT_ARGS')!r}")
 
 
 SEED = {Entity.user("a"): {"producer_byte_rate": 1.0}, Entity.user("gone"): {"producer_byte_rate": 3.0},
