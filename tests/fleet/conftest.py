@@ -89,7 +89,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
            "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(work), "SPARK_IDENT_STRING": "kqplan-test",
            "PYSPARK_PYTHON": sys.executable}  # a test's UDF runs with this venv's pyarrow
     subprocess.run([str(home / "sbin" / "start-connect-server.sh"), "--master", "local[1]",
-                    "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false"],
+                    "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false",
+                    "--conf", "spark.sql.shuffle.partitions=4"],
                    env=env, check=True, capture_output=True, timeout=120)
     pid_file = next(work.glob("*.pid"))
     pid = int(pid_file.read_text())
