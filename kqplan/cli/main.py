@@ -13,7 +13,7 @@ import typer
 # Importing a group module registers its commands, and `kqplan --help` lists them in the order
 # they were registered: keep these imports in that order (fleet, a sub-app, is listed last anyway).
 # isort: off
-from kqplan.cli import plan, show, cluster, sandbox, manifests, throttled, fleet, fleet_apply  # noqa: F401
+from kqplan.cli import plan, intent, show, cluster, sandbox, manifests, throttled, fleet, fleet_apply  # noqa: F401
 # isort: on
 from kqplan.cli.app import app
 from kqplan.core.errors import ExitCode

@@ -25,15 +25,16 @@ from kqplan.cli.options import (
 )
 from kqplan.core.errors import ExitCode, KqplanError
 
-SCHEMAS = ("manifest", "plan", "report", "fleet-report", "errors", "usage")
+SCHEMAS = ("manifest", "quota-tests", "plan", "report", "fleet-report", "errors", "usage")
 
 
 @app.command()
 def schema(
     name: Annotated[str, typer.Argument(
-        help="manifest | plan | report | fleet-report | errors | usage", metavar="NAME")] = "manifest",
+        help="manifest | quota-tests | plan | report | fleet-report | errors | usage",
+        metavar="NAME")] = "manifest",
 ) -> int:
-    """Print a JSON Schema: manifests, plan JSON, apply reports (single and fleet),
+    """Print a JSON Schema: manifests, quota tests, plan JSON, apply reports (single and fleet),
     diagnostics/errors, or a fleet usage sample."""
     import json
 
@@ -44,6 +45,11 @@ def schema(
             from kqplan.manifest.models import json_schema
 
             sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+            return ExitCode.OK
+        if name == "quota-tests":  # likewise
+            from kqplan.manifest.intent import json_schema as tests_schema
+
+            sys.stdout.write(json.dumps(tests_schema(), indent=2) + "\n")
             return ExitCode.OK
         # shipped in the wheel as kqplan/schemas/; in a checkout they sit beside the package
         here = Path(__file__).resolve().parent.parent  # the kqplan package

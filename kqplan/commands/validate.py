@@ -30,8 +30,8 @@ RENDER = {DiagnosticFormat.TEXT: render_text, DiagnosticFormat.JSON: render_json
 
 
 def _check(paths: Sequence[Path], config: ProjectConfig, profile: ClusterProfile,
-           brokers: int | None = None) -> tuple[list[Diagnostic], int, int]:
-    """Diagnostics (lint included when valid), entities and files of one manifest set."""
+           brokers: int | None = None) -> tuple[list[Diagnostic], int, int, int]:
+    """Diagnostics (lint included when valid), entities, quota tests and files of one manifest set."""
     from kqplan.core.lint import lint, name_warnings
 
     desired = load_desired(paths, config)
@@ -47,7 +47,7 @@ def _check(paths: Sequence[Path], config: ProjectConfig, profile: ClusterProfile
             diags += divide(desired, brokers, config.policy)[2]
     else:
         diags += name_warnings(desired)  # each name alone: as meaningful beside errors
-    return diags, len(desired.quotas), desired.files
+    return diags, len(desired.quotas), len(desired.tests), desired.files
 
 
 def expired_diagnostics(desired: DesiredState) -> list[Diagnostic]:
@@ -70,7 +70,7 @@ def expired_diagnostics(desired: DesiredState) -> list[Diagnostic]:
     return found
 
 
-def _maybe_manifest(path: Path, limit: int) -> bool:
+def maybe_manifest(path: Path, limit: int) -> bool:
     """A changed file the hook passes is a manifest (other YAML is skipped); one the bounded reader
     refuses (over ``max-file-mib``, replaced by a FIFO) is kept, so that its error is reported."""
     from kqplan.commands.fmt import is_manifest
@@ -94,16 +94,16 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
     if related:
         from kqplan.manifest.related import manifest_sets
 
-        changed = [p for p in paths if p.is_file() and _maybe_manifest(p, config.max_file_bytes)]
+        changed = [p for p in paths if p.is_file() and maybe_manifest(p, config.max_file_bytes)]
         sets = manifest_sets(changed, config)
     else:
         sets = [tuple(paths)]
     diags: list[Diagnostic] = []
-    entities = files = 0
+    entities = tests = files = 0
     for manifest_set in sets:
-        found, n, f = _check(manifest_set, config, profile, brokers)
+        found, n, t, f = _check(manifest_set, config, profile, brokers)
         diags += [d for d in found if d not in diags]
-        entities, files = entities + n, files + f
+        entities, tests, files = entities + n, tests + t, files + f
     if config_problems:
         raise DiagnosticsError([*config_problems, *diags])
     errors = sum(d.is_error for d in diags)
@@ -116,6 +116,7 @@ def validate(paths: Sequence[Path], config: ProjectConfig, *, fmt: DiagnosticFor
         if errors or warnings:
             streams.print(f"Found {errors} error(s) and {warnings} warning(s).")
         else:
-            streams.print(f"Valid: {entities} entities in {files} file(s).")
+            with_tests = f" and {tests} quota test(s)" if tests else ""
+            streams.print(f"Valid: {entities} entities{with_tests} in {files} file(s).")
     failed = errors > 0 or (strict and warnings > 0)
     return ExitCode.ERROR if failed else ExitCode.OK

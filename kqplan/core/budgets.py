@@ -19,8 +19,8 @@ from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import Diagnostic, Pending, locate
 from kqplan.core.entity import Entity
 from kqplan.core.policy import ABOVE_MAX, BELOW_MIN, Policy, rule_name
-from kqplan.core.quotas import QUOTA_KEYS, ValueType, value_error
-from kqplan.core.units import format_bytes, format_number
+from kqplan.core.quotas import QUOTA_KEYS, ValueType, amount, value_error
+from kqplan.core.units import format_number
 
 TOO_SMALL = "KQP119"
 """A budget that divides to less than Kafka accepts per broker."""
@@ -51,16 +51,6 @@ def whole_key(key: str) -> bool:
     """Whether Kafka keeps ``key`` as a whole number (``LONG``/``INT``)."""
     spec = QUOTA_KEYS.get(key)
     return spec is not None and spec.type is not ValueType.DOUBLE
-
-
-def amount(key: str, value: float) -> str:
-    """``300 MiB`` when a byte rate is an exact binary unit, else ``34952533 (≈33.33 MiB)``, else
-    the plain number."""
-    spec = QUOTA_KEYS.get(key)
-    human = format_bytes(value) if spec is not None and spec.bytes_per_second else None
-    if human is None:
-        return format_number(value)
-    return human if not human.startswith("≈") else f"{format_number(value)} ({human})"
 
 
 def per_broker(key: str, per_cluster: float, brokers: int) -> float:

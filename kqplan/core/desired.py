@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kqplan.core.diagnostics import Diagnostic, Loc, Source
 from kqplan.core.entity import Entity
 from kqplan.core.expiry import show_when
 from kqplan.core.metadata import Metadata
 from kqplan.core.ownership import Ownership
+
+if TYPE_CHECKING:
+    from kqplan.core.intent import QuotaTest
 
 
 class Origin(NamedTuple):
@@ -94,6 +97,8 @@ class DesiredState:
     ownership: Ownership = field(default_factory=Ownership)
     cluster_guard: str | None = None
     files: int = 0
+    tests: list[QuotaTest] = field(default_factory=list)
+    """The ``kind: QuotaTests`` documents' tests, read beside the manifests (valid ones)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     @property

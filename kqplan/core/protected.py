@@ -12,19 +12,16 @@ and the empty client-id covers them all.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from kqplan.core.budgets import amount
 from kqplan.core.desired import DesiredState
 from kqplan.core.diagnostics import Diagnostic, Pending, Span, locate
-from kqplan.core.entity import CLIENT_ID, USER, Entity, EntityKind
+from kqplan.core.entity import USER, Entity, EntityKind
 from kqplan.core.policy import PROTECTED_PRINCIPAL, Policy, ProtectedPrincipal, rule_name
-from kqplan.core.resolve import QuotaIndex, resolve
+from kqplan.core.quotas import amount
+from kqplan.core.resolve import UNNAMED, QuotaIndex, applies, every_client_id, resolve
 from kqplan.core.state import Quotas, QuotaState
-
-UNNAMED = "\x00any other client-id"
-"""The client-id standing for every client-id no entity names (no real one holds a NUL)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,18 +69,6 @@ def _relevant(entity: Entity, users: Collection[str]) -> bool:
     return USER not in entity or user is None or user in users
 
 
-def _client_ids(state: Iterable[Entity], user: str) -> set[str]:
-    """Client-ids named in entities that apply to ``user``'s connections."""
-    found = set()
-    for entity in state:
-        if entity.kind is not EntityKind.CLIENT or CLIENT_ID not in entity:
-            continue
-        client = entity.name(CLIENT_ID)
-        if client is not None and (USER not in entity or entity.name(USER) in (None, user)):
-            found.add(client)
-    return found
-
-
 def breaches(before: QuotaState, changes: Mapping[Entity, Quotas | None],
              principals: Sequence[ProtectedPrincipal]) -> list[Breach]:
     """Every key of a protected principal that ``changes`` (entity → quotas after, None: deleted)
@@ -107,8 +92,7 @@ def breaches(before: QuotaState, changes: Mapping[Entity, Quotas | None],
         if principal.client_id is not None:
             client_ids = [principal.client_id]
         else:
-            named = _client_ids(near, principal.user) | _client_ids(after, principal.user)
-            client_ids = ["", UNNAMED, *sorted(named)]
+            client_ids = every_client_id([*near, *after], principal.user)
         for client_id in client_ids:
             found += _breaches_of(principal, client_id, old, new, changed)
     return found
@@ -135,14 +119,8 @@ def _cause(user: str, client_id: str, after: Entity | None, before: Entity | Non
     for candidate in (after, before):
         if candidate is not None and candidate in changed_set:
             return candidate
-    matches = [e for e in changed if _applies(e, user, client_id)]
+    matches = [e for e in changed if applies(e, user, client_id)]
     return matches[0] if matches else (after or changed[0])
-
-
-def _applies(entity: Entity, user: str, client_id: str) -> bool:
-    u = entity.get(USER) if USER in entity else ""
-    c = entity.get(CLIENT_ID) if CLIENT_ID in entity else ""
-    return (USER not in entity or u in (None, user)) and (CLIENT_ID not in entity or c in (None, client_id))
 
 
 def diagnostics(found: Sequence[Breach], desired: DesiredState | None, policy: Policy) -> list[Diagnostic]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kqplan.core.entity import CLIENT_ID, IP, USER, EntityKind, Name
+from kqplan.core.units import format_bytes, format_number
 
 
 class ValueType(StrEnum):
@@ -156,3 +157,13 @@ def zookeeper_whole(value: float, value_type: str) -> float | None:
     if abs(float(whole) - value) > ZK_EPSILON:
         return None
     return float(whole)
+
+
+def amount(key: str, value: float) -> str:
+    """``300 MiB`` when a byte rate is an exact binary unit, else ``34952533 (≈33.33 MiB)``, else
+    the plain number."""
+    spec = QUOTA_KEYS.get(key)
+    human = format_bytes(value) if spec is not None and spec.bytes_per_second else None
+    if human is None:
+        return format_number(value)
+    return human if not human.startswith("≈") else f"{format_number(value)} ({human})"

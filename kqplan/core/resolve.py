@@ -283,3 +283,35 @@ def effective(index: QuotaIndex, user: str, client_id: str) -> Effective:
         else:
             out.append((None, None))
     return tuple(out)
+
+
+UNNAMED = "\x00any other client-id"
+"""The client-id standing for every client-id no entity names (no real one holds a NUL)."""
+
+
+def client_ids_beside(state: Iterable[Entity], user: str) -> set[str]:
+    """Client-ids named in entities that apply to ``user``'s connections (``{user=U,
+    client-id=C}``, ``{user=<default>, client-id=C}``, ``{client-id=C}``)."""
+    found = set()
+    for entity in state:
+        if entity.kind is not EntityKind.CLIENT or CLIENT_ID not in entity:
+            continue
+        client = entity.name(CLIENT_ID)
+        if client is not None and (USER not in entity or entity.name(USER) in (None, user)):
+            found.add(client)
+    return found
+
+
+def every_client_id(state: Iterable[Entity], user: str) -> list[str]:
+    """The client-ids that stand for every connection of ``user``, whatever client-id it sends:
+    none sent (``""``), one named nowhere (:data:`UNNAMED`), and each named beside the user.
+    Resolution depends on the client-id only through the entities that name it, so these
+    cover all of them."""
+    return ["", UNNAMED, *sorted(client_ids_beside(state, user))]
+
+
+def applies(entity: Entity, user: str, client_id: str) -> bool:
+    """Whether a user/client-id entity is one of the levels Kafka looks up for (U, C)."""
+    u = entity.get(USER) if USER in entity else ""
+    c = entity.get(CLIENT_ID) if CLIENT_ID in entity else ""
+    return (USER not in entity or u in (None, user)) and (CLIENT_ID not in entity or c in (None, client_id))

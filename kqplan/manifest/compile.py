@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kqplan.config.model import ProjectConfig
 from kqplan.core.desired import DesiredState
@@ -26,8 +27,11 @@ from kqplan.manifest.compiler import Compiler
 from kqplan.manifest.compiling import Mark
 from kqplan.manifest.fast.slices import SlicedEntries, Unsliceable
 from kqplan.manifest.loader import iter_load
-from kqplan.manifest.source import LoadedManifest
+from kqplan.manifest.source import LoadedManifest, LoadedTests
 from kqplan.perf import paused_gc
+
+if TYPE_CHECKING:
+    from kqplan.core.intent import QuotaTest
 
 
 def compile_manifests(loaded: Iterable[LoadedManifest], config: ProjectConfig, *,
@@ -138,6 +142,8 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig, *,
         now = clock()
     diagnostics: list[Diagnostic] = []
     seen: set[Path] = set()
+    tests: list[QuotaTest] = []
+    test_files = 0
 
     def files() -> Iterator[tuple[LoadedManifest, int]]:
         for layer, path in enumerate(paths):
@@ -146,10 +152,21 @@ def load_desired(paths: Sequence[Path], config: ProjectConfig, *,
                 if key in seen:  # a file in two layers (nested paths) is read once, in the first
                     continue
                 seen.add(key)
+                if isinstance(item, LoadedTests):  # judged by `kqplan test` and plan, never entities
+                    nonlocal test_files
+                    tests.extend(item.tests)
+                    test_files += 1
+                    continue
                 yield item, layer
 
     with paused_gc():
         state = _compile(files(), config, now)
+    state.files += test_files
+    if tests:
+        from kqplan.manifest.intent import duplicate_names
+
+        state.tests = tests
+        diagnostics.extend(duplicate_names(tests))
     state.files += len(diagnostics and {d.span.path for d in diagnostics})
     state.diagnostics = sorted([*diagnostics, *state.diagnostics], key=sort_key)
     if not state.errors:

@@ -17,6 +17,8 @@ import yaml_rs
 
 API_VERSION = "kqplan/v1"
 KIND = "ClientQuotas"
+TESTS_KIND = "QuotaTests"
+"""Tests on resolved quotas (:mod:`kqplan.manifest.intent`), read beside the manifests."""
 
 OWNERSHIP_FIELDS = ("prune", "scope")
 """The fields of ``ownership`` (``models.Ownership``), for the "valid fields here" hint."""

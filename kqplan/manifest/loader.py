@@ -22,9 +22,10 @@ from kqplan.config.model import ProjectConfig
 from kqplan.core.diagnostics import Diagnostic, Span
 from kqplan.files import display_path
 from kqplan.manifest.fast.read import read_apart
+from kqplan.manifest.head import TESTS_KIND
 from kqplan.manifest.parse import parse_yaml, read_text
 from kqplan.manifest.shape import validate_model
-from kqplan.manifest.source import MANIFEST_SUFFIXES, LoadedManifest, LoadResult, SourceFile
+from kqplan.manifest.source import MANIFEST_SUFFIXES, LoadedManifest, LoadedTests, LoadResult, SourceFile
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -93,17 +94,29 @@ def discover(paths: Sequence[Path]) -> tuple[list[Path], list[Diagnostic]]:
 
 
 def _whole(source: SourceFile, diagnostics: list[Diagnostic]) -> Callable[[], LoadedManifest | None]:
-    """Reads ``source`` whole and shape-checks it (a sliced file found unusual midway)."""
-    return lambda: _checked(source, parse_yaml(source), diagnostics)
+    """Reads ``source`` whole and shape-checks it (a sliced file found unusual midway; its head
+    said ``kind: ClientQuotas``, so it is never a tests file)."""
+    def read() -> LoadedManifest | None:
+        loaded = _checked(source, parse_yaml(source), diagnostics)
+        return loaded if isinstance(loaded, LoadedManifest) else None
+
+    return read
 
 
 def _checked(source: SourceFile, parsed: tuple[Any, Diagnostic | None],
-             diagnostics: list[Diagnostic]) -> LoadedManifest | None:
-    """A parsed file, shape-checked: its manifest, or None with the problems in ``diagnostics``."""
+             diagnostics: list[Diagnostic]) -> LoadedManifest | LoadedTests | None:
+    """A parsed file, shape-checked: its manifest (or tests), or None with the problems in
+    ``diagnostics``."""
     raw, diag = parsed
     if diag is not None:
         diagnostics.append(diag)
         return None
+    if raw.get("kind") == TESTS_KIND:
+        from kqplan.manifest.intent import read_tests
+
+        tests, errs = read_tests(source, raw)
+        diagnostics.extend(errs)
+        return LoadedTests(source, tests)
     manifest, errs = validate_model(source, raw)
     diagnostics.extend(errs)
     return LoadedManifest(source, manifest, raw) if manifest is not None else None
@@ -117,7 +130,7 @@ def load(paths: Sequence[Path], config: ProjectConfig) -> LoadResult:
 
 
 def iter_load(paths: Sequence[Path], config: ProjectConfig,
-              diagnostics: list[Diagnostic]) -> Iterator[LoadedManifest]:
+              diagnostics: list[Diagnostic]) -> Iterator[LoadedManifest | LoadedTests]:
     """:func:`load` one file at a time, in file order, problems appended to ``diagnostics`` as
     they are found: a caller that compiles each file before asking for the next holds the parsed
     form of one batch of files (:func:`parse_ahead`), not of all (73 MiB in 40 files: 757 -> 455

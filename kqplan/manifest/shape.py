@@ -53,8 +53,10 @@ def _where(loc: Loc) -> str:
     return text or "manifest"
 
 
-def translate(raw: dict[str, Any], error: Any) -> Pending:
-    """One pydantic error → a pending kqplan diagnostic in kqplan's words."""
+def translate(raw: dict[str, Any], error: Any,
+              fields: dict[tuple[str, ...], tuple[str, ...]] | None = None) -> Pending:
+    """One pydantic error → a pending kqplan diagnostic in kqplan's words (``fields``: the valid
+    fields of each place, for "did you mean"; a manifest's by default)."""
     etype: str = error["type"]
     loc = _trim_loc(raw, error["loc"], keep_missing=etype == "missing")
     where = _where(loc)
@@ -68,7 +70,7 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
     if etype == "extra_forbidden":
         name = str(loc[-1])
         generic = tuple("*" if isinstance(p, int) else p for p in loc[:-1])
-        choices = _FIELDS.get(generic, ())
+        choices = (_FIELDS if fields is None else fields).get(generic, ())
         guess = did_you_mean(name, choices)
         hint = f"did you mean '{guess}'?" if guess else (
             f"valid fields here: {', '.join(choices)}" if choices else None)
@@ -79,6 +81,8 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
         expected = error.get("ctx", {}).get("expected", "")
         field_name = str(loc[-1])
         hint = f"this kqplan reads `{field_name}: {expected.strip(chr(39))}`"
+        if field_name == "kind":
+            hint = "this kqplan reads `kind: ClientQuotas` (quota entities) and `kind: QuotaTests` (tests)"
         return Pending("KQP011" if field_name == "apiVersion" else "KQP012",
                        f"unsupported {field_name} {value!r}", loc, hint=hint)
     if error["loc"] and error["loc"][-1] == "[key]":  # a mapping key, not its value, is wrong
@@ -104,6 +108,8 @@ def translate(raw: dict[str, Any], error: Any) -> Pending:
     }
     if etype in expectations:
         wanted, hint = expectations[etype]
+        if etype == "too_short" and isinstance(value, dict):
+            wanted = "a non-empty mapping"
         if etype == "string_type" and got != "a number":
             hint = None
         return Pending("KQP021", f"{where} must be {wanted}, got {got}"

@@ -10,6 +10,7 @@ from kqplan.core.diagnostics import Diagnostic, Loc, Span
 from kqplan.manifest.head import ManifestHead
 
 if TYPE_CHECKING:
+    from kqplan.core.intent import QuotaTest
     from kqplan.manifest.models import Manifest
     from kqplan.manifest.positions import Locator
 
@@ -69,6 +70,14 @@ class LoadedManifest:
 
 
 @dataclass(slots=True)
+class LoadedTests:
+    """A ``kind: QuotaTests`` file: its tests (:mod:`kqplan.manifest.intent`), valid ones only."""
+
+    source: SourceFile
+    tests: list[QuotaTest]
+
+
+@dataclass(slots=True)
 class LoadResult:
-    manifests: list[LoadedManifest] = field(default_factory=list)
+    manifests: list[LoadedManifest | LoadedTests] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)

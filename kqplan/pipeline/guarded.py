@@ -147,6 +147,7 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
                   metadata=desired.metadata)
     result = rollout.annotate(result, desired, budgets, entry, ident.brokers)
     result = rollout.breaches(result, actual, desired, config)
+    result = rollout.quota_tests(result, actual, desired)
     invalid = invalid_state_notes(actual, {c.entity for c in result.changes})
     keep(actual)
     callbacks = cluster_diagnostics(cluster, entry.name if entry is not None else ident.address, config)

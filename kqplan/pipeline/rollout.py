@@ -129,3 +129,20 @@ def breaches(plan: Plan, actual: QuotaState, desired: DesiredState, config: Proj
     if not found:
         return plan
     return replace(plan, breaches=tuple(diagnostics(found, desired, config.policy)))
+
+
+def quota_tests(plan: Plan, actual: QuotaState, desired: DesiredState) -> Plan:
+    """The plan with notes on the manifests' quota tests, judged on the cluster before and on the
+    state the plan would leave (none without tests)."""
+    if not desired.tests:
+        return plan
+    from kqplan.core.intent import judge, plan_notes
+
+    after: dict[Entity, Quotas] = dict(actual)
+    for change in plan.changes:
+        if change.after:
+            after[change.entity] = change.after
+        else:
+            after.pop(change.entity, None)
+    notes = plan_notes(judge(desired.tests, actual), judge(desired.tests, after))
+    return replace(plan, notes=(*plan.notes, *notes))

@@ -13,35 +13,15 @@ import pytest
 from kqplan.core.buckets import bucket_of, recording_shapes, sensor_of
 from kqplan.core.entity import CLIENT_ID, USER, Entity
 from kqplan.core.resolve import QuotaIndex, resolve
-from tests.helpers import REPO
-from tests.kafka.broker import ensure_kafka_libs, pinned_kafka_version
+from tests.kafka.oracle import CLIENTS, KEY, USERS, compile_oracle, random_state
 
 pytestmark = pytest.mark.slow
-
-USERS = ["alice", "bob", "carol"]
-CLIENTS = ["a1", "a2", "shared"]
-KEY = "producer_byte_rate"
 
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """``java … QuotaBuckets`` against the pinned Kafka release's jars, compiled here."""
-    libs = ensure_kafka_libs(pinned_kafka_version())
-    classes = tmp_path_factory.mktemp("oracle")
-    subprocess.run(["javac", "-d", str(classes), "-cp", str(libs / "*"),
-                    str(REPO / "tests" / "fleet" / "QuotaBuckets.java")], check=True, capture_output=True,
-                   timeout=300)
-    return ["java", "-cp", f"{libs / '*'}:{classes}", "QuotaBuckets"]
-
-
-def random_state(rng: random.Random) -> dict[Entity, dict[str, float]]:
-    parts = [(u, c) for u in [None, "*", *USERS] for c in [None, "*", *CLIENTS] if (u, c) != (None, None)]
-    state = {}
-    for user, client in rng.sample(parts, rng.randint(1, 8)):
-        named = [(t, None if n == "*" else n) for t, n in ((USER, user), (CLIENT_ID, client))
-                 if n is not None]
-        state[Entity(tuple(named))] = {KEY: float(rng.choice([10, 20, 30, 40, 50]))}
-    return state
+    return compile_oracle(tmp_path_factory.mktemp("oracle"))
 
 
 def test_limits_and_buckets_match_kafkas_client_quota_manager(oracle):

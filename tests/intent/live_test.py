@@ -1,0 +1,57 @@
+"""``kqplan test`` against a live cluster, the sandbox and the real Apache Kafka broker: the cluster as
+it is (one describe), before and after an apply, and after an edit behind kqplan's back."""
+
+from __future__ import annotations
+
+from kqplan.core.cluster import Alteration, Op
+from kqplan.core.entity import Entity
+from tests.helpers import kq, manifests, mine, run_cli
+
+QUOTAS = """\
+entities:
+  - user: P-api
+    quotas: {producer_byte_rate: 10MiB}
+  - user: P-api
+    client-id: batch
+    quotas: {producer_byte_rate: 2MiB}
+"""
+
+TESTS = """\
+apiVersion: kqplan/v1
+kind: QuotaTests
+tests:
+  - name: the api keeps 10 MiB
+    principal: {user: P-api, client-id: web}
+    expect: {producer_byte_rate: 10MiB, consumer_byte_rate: unlimited}
+    from: {user: P-api}
+  - name: batch stays at or under 2 MiB
+    principal: {user: P-api, client-id: batch}
+    expect: {producer_byte_rate: {at-most: 2MiB}}
+"""
+
+
+def test_the_cluster_as_it_is(live, prefix, tmp_path):
+    path = manifests(tmp_path, prefix, QUOTAS)
+    (path.parent / "tests.yaml").write_text(TESTS.replace("P", prefix), encoding="utf-8")
+    offline = run_cli("test", path.parent)
+    assert offline.exit_code == 0, offline.stdout + offline.stderr
+    before = kq(live, "test", path.parent)
+    assert before.exit_code == 1
+    assert before.stdout.count("FAILS") == 2  # unlimited is above every at-most
+    assert "producer_byte_rate is unlimited (no quota at any level), expected 10 MiB" in before.stdout
+    applied = kq(live, "apply", path.parent, "--auto-approve")
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    after = kq(live, "test", path.parent)
+    assert after.exit_code == 0, after.stdout
+    assert "Tests: 2 hold, 0 fail (of 2), judged on cluster" in after.stdout
+    edited = Entity.user(f"{prefix}-api")
+    with live.cluster() as c:
+        c.alter([Alteration(edited, (Op("producer_byte_rate", 5242880.0),))], validate_only=False)
+    want = {edited: {"producer_byte_rate": 5242880.0},
+            Entity.user_client(f"{prefix}-api", "batch"): {"producer_byte_rate": 2097152.0}}
+    assert live.until(mine(prefix), want) == want
+    drifted = kq(live, "test", path.parent)
+    assert drifted.exit_code == 1
+    assert (f"test 'the api keeps 10 MiB' fails for {{user={prefix}-api, client-id=web}}: producer_byte_rate "
+            f"is 5 MiB from {{user={prefix}-api}}, expected 10 MiB") in drifted.stdout
+    assert f"{{user={prefix}-api}} is declared at " in drifted.stdout
