@@ -93,6 +93,9 @@ def import_(
     defaults: DefaultsOpt = None,
     all_unmanaged: Annotated[bool, typer.Option(
         "--all-unmanaged", help="Every cluster entity no manifest lists and no scope covers.")] = False,
+    drift: Annotated[bool, typer.Option(
+        "--drift", help="Accept drift: write the cluster's values of managed entities into the manifests, "
+        "where each is declared (with --cluster: in any of its layers).")] = False,
     split_by: Annotated[str | None, typer.Option(
         "--split-by", metavar="HOW", help="none | user: the file a new entity goes to (as export; "
         "default: the layout found in DIR)")] = None,
@@ -117,6 +120,15 @@ def import_(
             if names or defaults else []
         entry = cluster_entry(cluster, project)
         target = target_of(state, bootstrap_server, command_config, sandbox, timeout).or_cluster(entry)
+        if drift:
+            from kqplan.commands.import_drift import drift_command, drift_paths
+
+            if wanted or all_unmanaged or split_by:
+                raise KqplanError("--drift imports the values of managed entities: it takes no --names, "
+                                  "--defaults, --all-unmanaged or --split-by",
+                                  hint="run `kqplan import --drift DIR` on its own")
+            return drift_command(drift_paths(directory, entry), target, project, streams=console_streams(),
+                                 entry=entry)
         return import_command(directory, wanted, target, project, all_unmanaged=all_unmanaged,
                               split_by=choice(SplitBy, split_by, "--split-by") if split_by else None,
                               streams=console_streams(), entry=entry)

@@ -1,5 +1,6 @@
-"""``kqplan test`` against a live cluster, the sandbox and the real Apache Kafka broker: the cluster as
-it is (one describe), before and after an apply, and after an edit behind kqplan's back."""
+"""``kqplan test`` and ``kqplan import --drift`` against a live cluster, the sandbox and the real
+Apache Kafka broker: the cluster as it is (one describe), before and after an apply, and after an
+edit behind kqplan's back."""
 
 from __future__ import annotations
 
@@ -55,3 +56,26 @@ def test_the_cluster_as_it_is(live, prefix, tmp_path):
     assert (f"test 'the api keeps 10 MiB' fails for {{user={prefix}-api, client-id=web}}: producer_byte_rate "
             f"is 5 MiB from {{user={prefix}-api}}, expected 10 MiB") in drifted.stdout
     assert f"{{user={prefix}-api}} is declared at " in drifted.stdout
+
+
+def test_import_drift_accepts_an_edit_made_on_the_cluster(live, prefix, tmp_path):
+    path = manifests(tmp_path, prefix, QUOTAS.replace("10MiB}", "10MiB}  # agreed"))
+    applied = kq(live, "apply", path.parent, "--auto-approve")
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    api = Entity.user(f"{prefix}-api")
+    batch = Entity.user_client(f"{prefix}-api", "batch")
+    with live.cluster() as c:
+        c.alter([Alteration(api, (Op("producer_byte_rate", 12582912.0), Op("request_percentage", 40.0))),
+                 Alteration(batch, (Op("producer_byte_rate", None),))], validate_only=False)
+    want = {api: {"producer_byte_rate": 12582912.0, "request_percentage": 40.0}}
+    assert live.until(mine(prefix), want) == want
+    before = path.read_text()
+    done = kq(live, "import", path.parent, "--drift")
+    assert done.exit_code == 0, done.stdout + done.stderr
+    left = f"  {{user={prefix}-api, client-id=batch}} is in the manifests but not on the cluster"
+    assert left in done.stdout
+    after = path.read_text()
+    assert [line for line in after.splitlines() if line not in before.splitlines()] == [
+        "    quotas: {producer_byte_rate: 12MiB, request_percentage: 40} # agreed"]  # the drifted line only
+    plan = kq(live, "plan", path.parent)
+    assert "Plan: 1 to add, 0 to change, 0 to delete." in plan.stdout  # batch, which was left

@@ -12,13 +12,15 @@ from tests.helpers import REPO
 
 
 def console(title: str) -> list[tuple[str, list[str]]]:
-    """The ``console`` block of README section ``title``: each ``$`` command (with its here-document)
-    and the output shown after it."""
+    """The ``console`` blocks of README section ``title``, in order: each ``$`` command (with its
+    here-document) and the output shown after it."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    found = re.search(rf"^## {title}\n.*?^```console\n(.*?)^```", readme, re.M | re.S)
-    assert found is not None, f"README.md has no console example under '## {title}'"
+    section = re.search(rf"^## {title}\n(.*?)(?=^## )", readme, re.M | re.S)
+    assert section is not None, f"README.md has no section '## {title}'"
+    blocks = re.findall(r"^```console\n(.*?)^```", section.group(1), re.M | re.S)
+    assert blocks, f"README.md has no console example under '## {title}'"
     runs: list[tuple[str, list[str]]] = []
-    lines = iter(found.group(1).splitlines())
+    lines = iter("".join(blocks).splitlines())
     for line in lines:
         if line.startswith("$ "):
             command = line[2:]
@@ -38,12 +40,16 @@ def console(title: str) -> list[tuple[str, list[str]]]:
 
 def test_the_quota_tests_example_gives_the_output_shown(tmp_path: Path):
     runs = console("Quota intent as code")
-    assert [c.split()[0] for c, _ in runs] == ["cat", "cat", "kqplan"]
+    assert [c.split()[:2] for c, _ in runs] == [["cat", ">"], ["cat", ">"], ["kqplan", "test"], ["cat", ">"],
+                                                ["kqplan", "import"], ["kqplan", "plan"]]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KQPLAN_")},
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    codes = []
     for command, shown in runs:
         done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              check=False,
-                              timeout=60)
-        assert (done.stdout + done.stderr).splitlines() == shown, command
-    assert done.returncode == 1  # a test fails: kqplan test exits 1
+                              check=False, timeout=60)
+        assert done.stdout.splitlines() == shown, (command, done.stderr)
+        assert done.stderr == "", command  # the README shows all a terminal would
+        codes.append(done.returncode)
+    assert codes == [0, 0, 1, 0, 0, 0]  # kqplan test exits 1: a test fails
+    assert "producer_byte_rate: 12MiB" in (tmp_path / "quotas.yaml").read_text()
