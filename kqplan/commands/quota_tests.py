@@ -18,7 +18,7 @@ from kqplan.config.model import ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.diagnostics import Diagnostic, Loc
 from kqplan.core.errors import ExitCode, KqplanError
-from kqplan.core.intent import Verdict, diagnostics, judge, with_budgets
+from kqplan.core.intent import Verdict, diagnostics, judge
 from kqplan.core.state import QuotaState
 from kqplan.pipeline.target import Target, open_cluster
 
@@ -74,8 +74,8 @@ def run_tests(paths: Sequence[Path], target: Target, config: ProjectConfig, stre
     for desired, tests in found:
         fresh = [t for t in tests if (t.source.path, t.loc) not in seen]  # a file in two sets: once
         seen.update((t.source.path, t.loc) for t in fresh)
-        state = cluster_state if cluster_state is not None else with_budgets(desired.quotas, desired.budgets)
-        judged_here = judge(fresh, state)
+        judged_here = judge(fresh, cluster_state) if cluster_state is not None else \
+            judge(fresh, desired.quotas, desired.budgets)
         verdicts += judged_here
         failures += diagnostics(judged_here, desired.origins)
     return TestRun(verdicts, failures, judged)

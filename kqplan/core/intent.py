@@ -14,7 +14,6 @@ the cluster's broker count: it is reported as such, never as holding.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -160,23 +159,26 @@ class Verdict:
         return bool(self.misses) and all(m.why is Why.BUDGET for m in self.misses)
 
 
-BUDGET = math.nan
-"""The value a per-cluster budget's key takes in the judged state: it wins where the budget's
-entity wins, and is never equal to, above or below any expectation."""
+Budgets = Mapping[Entity, Mapping[str, float]]
+"""Per entity, the keys written as per-cluster budgets (:attr:`kqplan.core.desired.DesiredState.budgets`)."""
 
 
-def with_budgets(quotas: QuotaState, budgets: Mapping[Entity, Mapping[str, float]]) -> QuotaState:
-    """``quotas`` with each budget's key present (as :data:`BUDGET`) where its entity sets it."""
+def with_budgets(quotas: QuotaState, budgets: Budgets) -> QuotaState:
+    """``quotas`` with each budget's key present where its entity sets it (its per-cluster value:
+    a placeholder that wins where the budget's entity wins; :func:`judge` never compares it)."""
     if not budgets:
         return quotas
     merged: dict[Entity, Mapping[str, float]] = dict(quotas)
     for entity, keys in budgets.items():
-        merged[entity] = {**merged.get(entity, {}), **dict.fromkeys(keys, BUDGET)}
+        merged[entity] = {**merged.get(entity, {}), **keys}
     return merged
 
 
-def judge(tests: Iterable[QuotaTest], state: QuotaState) -> list[Verdict]:
-    """Every test judged on ``state`` (build it with :func:`with_budgets` from a desired state)."""
+def judge(tests: Iterable[QuotaTest], state: QuotaState, budgets: Budgets | None = None) -> list[Verdict]:
+    """Every test judged on ``state``; offline, a desired state with its ``budgets``
+    (:func:`with_budgets`): a key one of them supplies is a miss of its own (:attr:`Why.BUDGET`)."""
+    budgets = budgets or {}
+    state = with_budgets(state, budgets)
     index = QuotaIndex.of(state)
     client_ids: dict[str, list[str]] = {}
     out = []
@@ -184,7 +186,7 @@ def judge(tests: Iterable[QuotaTest], state: QuotaState) -> list[Verdict]:
         conn = test.connection
         misses: list[Miss] = []
         if conn.ip is not None:
-            misses += _misses(test, resolve_ip(index, conn.ip, overridden=False).keys, None)
+            misses += _misses(test, resolve_ip(index, conn.ip, overridden=False).keys, None, budgets)
         else:
             assert conn.user is not None
             if conn.client_id is not None:
@@ -195,18 +197,19 @@ def judge(tests: Iterable[QuotaTest], state: QuotaState) -> list[Verdict]:
                 probes = client_ids[conn.user]
             for probe in probes:
                 resolved = resolve(index, conn.user, probe, overridden=False).keys
-                misses += _misses(test, resolved, None if conn.client_id is not None else probe)
+                misses += _misses(test, resolved, None if conn.client_id is not None else probe, budgets)
         out.append(Verdict(test, tuple(misses)))
     return out
 
 
-def _misses(test: QuotaTest, resolved: Sequence[ResolvedKey], client_id: str | None) -> list[Miss]:
+def _misses(test: QuotaTest, resolved: Sequence[ResolvedKey], client_id: str | None,
+            budgets: Budgets) -> list[Miss]:
     by_key = {r.key: r for r in resolved}
     out = []
     for expectation in test.expect:
         got = by_key[expectation.key]
         value, source = got.value, got.source
-        if value is not None and math.isnan(value):
+        if source is not None and expectation.key in budgets.get(source, ()):
             out.append(Miss(expectation, Why.BUDGET, None, source, client_id))
         elif not expectation.holds(value):
             out.append(Miss(expectation, Why.VALUE, value, source, client_id))

@@ -270,3 +270,25 @@ def test_validate_locates_every_problem_of_a_test(tmp_path, monkeypatch, body, m
     assert result.exit_code == 1
     assert message in result.stdout, result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_cluster_value_kafka_refuses_fails_as_a_value_not_as_a_budget():
+    """A ZooKeeper cluster may store NaN: with a target it is the value Kafka holds, never mistaken
+    for an offline budget's share."""
+    import math
+
+    import yaml
+
+    from kqplan.core.entity import Entity
+    from kqplan.core.intent import Why, judge
+    from kqplan.manifest.intent import read_tests
+    from kqplan.manifest.source import SourceFile
+
+    text = TESTS.split("  - name: bob", maxsplit=1)[0]
+    tests, problems = read_tests(SourceFile.of("t.yaml", text), yaml.safe_load(text))
+    assert not problems
+    [verdict] = judge(tests, {Entity.user("alice"): {"producer_byte_rate": math.nan}})
+    assert [m.why for m in verdict.misses] == [Why.VALUE]
+    [offline] = judge(tests, {}, {Entity.user("alice"): {"producer_byte_rate": 20971520.0}})
+    assert [m.why for m in offline.misses] == [Why.BUDGET]
+    assert offline.unknown
