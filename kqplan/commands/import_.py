@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 
 
 def unmanaged(desired: DesiredState, actual: QuotaState) -> list[Entity]:
-    """Cluster entities no manifest lists and no ownership scope covers."""
+    """Cluster entities no manifest lists, no ownership scope covers and none releases."""
     own = desired.ownership
     return sorted((e for e in actual if e not in desired.quotas and not own.prunes(e)
-                   and not own.watches(e)), key=Entity.sort_key)
+                   and not own.watches(e) and e not in desired.released), key=Entity.sort_key)
 
 
 def _write(directory: Path, texts: dict[Path, str]) -> None:
@@ -71,6 +71,10 @@ def import_command(directory: Path, wanted: Sequence[Entity], target: Target, co
         actual = cluster.describe()
     guard = desired.cluster_guard or (entry.name if entry is not None else None)
     entities = unmanaged(desired, actual) if all_unmanaged else list(wanted)
+    released = [f"{e.display} ({desired.released[e].here})" for e in entities if e in desired.released]
+    if released:
+        raise KqplanError(f"released by the manifests: {', '.join(released)}; nothing was changed",
+                          hint="remove it from `released:` to manage it again, then import it")
     missing = [e.display for e in entities if e not in actual]
     if missing:
         raise KqplanError(f"not on the cluster: {', '.join(missing)}; nothing was changed",

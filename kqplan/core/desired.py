@@ -50,6 +50,19 @@ class Origin(NamedTuple):
         return f"{self.here} (overrides {self.overrides.display})"
 
 
+class Release(NamedTuple):
+    """A ``released:`` item: an entity kqplan no longer manages, and where it says so."""
+
+    source: Source
+    loc: Loc
+
+    @property
+    def here(self) -> str:
+        """``q.yaml:12:5``."""
+        span = self.source.span(self.loc)
+        return f"{span.path}:{span.line}:{span.column}"
+
+
 @dataclass(frozen=True, slots=True)
 class Expiry:
     """An entry with ``expires:`` (:mod:`kqplan.core.expiry`): its entity, when, and the entry.
@@ -95,6 +108,8 @@ class DesiredState:
     expired: list[Expiry] = field(default_factory=list)
     """Entries whose ``expires`` has passed: treated as absent (an override falls back)."""
     ownership: Ownership = field(default_factory=Ownership)
+    released: dict[Entity, Release] = field(default_factory=dict)
+    """``released:``: entities left on the cluster as they are, never deleted, changed or reported."""
     cluster_guard: str | None = None
     files: int = 0
     tests: list[QuotaTest] = field(default_factory=list)

@@ -193,10 +193,11 @@ _change_key = operator.attrgetter("display")  # Entity.sort_key, made once per c
 def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
          cluster: ClusterRef, fingerprint: str | None, absent: Collection[Entity] = (),
          origin: Callable[[Entity], str | None] = lambda _: None,
-         metadata: Mapping[Entity, Metadata] | None = None) -> Plan:
+         metadata: Mapping[Entity, Metadata] | None = None, released: Collection[Entity] = ()) -> Plan:
     """Compare desired with actual: listed entities are owned whole; unlisted ones are deleted
     only inside a ``prune`` scope, or when a layer overrode them away (``absent``); the rest are
-    reported as unmanaged. ``origin`` and ``metadata`` only annotate the changes."""
+    reported as unmanaged, but the ``released`` ones, which are not kqplan's any more (neither
+    changed nor reported). ``origin`` and ``metadata`` only annotate the changes."""
     metadata = metadata or {}
     changes: list[Change] = []
     unchanged = 0
@@ -223,7 +224,7 @@ def diff(desired: QuotaState, actual: QuotaState, ownership: Ownership, *,
     unmanaged: list[tuple[Entity, Quotas]] = []
     # every entity on the cluster was found above (the usual plan): no second pass of lookups
     for entity, have in actual.items() if found < len(actual) else ():
-        if entity in desired:
+        if entity in desired or entity in released:
             continue
         if entity in absent:
             changes.append(Change(entity, Action.DELETE, have, None, ops_between(have, None),

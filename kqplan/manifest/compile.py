@@ -80,6 +80,7 @@ def _compile(files: Iterable[tuple[LoadedManifest, int]], config: ProjectConfig,
                 compiler.add_profiles(item)
             compiler.add_guard(item)
             compiler.add_ownership(item)
+            compiler.add_released(item)
             try:
                 compiler.add_entities(item, layer)
             except Unsliceable:
@@ -122,6 +123,7 @@ def _read_whole(compiler: Compiler, mark: Mark, item: LoadedManifest, layer: int
         return 0
     compiler.add_guard(whole)
     compiler.add_ownership(whole)
+    compiler.add_released(whole)
     compiler.add_entities(whole, layer)
     return 1
 

@@ -6,10 +6,10 @@ where it is; its parts check values (:mod:`kqplan.manifest.values`), single entr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kqplan.config.model import toml_string, toml_table
-from kqplan.core.desired import DesiredState, Origin
+from kqplan.core.desired import DesiredState, Origin, Release
 from kqplan.core.diagnostics import Loc, Pending, Severity, did_you_mean, locate, sort_key
 from kqplan.core.entity import (
     BUILTIN_TYPES,
@@ -33,6 +33,8 @@ from kqplan.manifest.source import LoadedManifest, SourceFile
 from kqplan.manifest.temporary import Temporary
 
 _PLAIN_FIELDS = frozenset({USER, CLIENT_ID, "quotas"})
+RELEASED = "KQP203"
+"""A ``released:`` item that contradicts the manifests: released twice, or also listed."""
 _KEY_NAMES = {key: key for key in QUOTA_KEYS}
 """The registry's own key strings: a compiled state holds them, not one parsed copy per entry
 (250k strings, 17 MiB, in a 100k-entity plan)."""
@@ -100,6 +102,48 @@ class Compiler(EntryChecks, BulkPath, Temporary):
             if ok:
                 patterns.append(ScopePattern.of(mapping))
         self.scopes.append((ownership.prune, patterns))
+
+    def add_released(self, loaded: LoadedManifest) -> None:
+        """``released:``: entities left on the cluster as they are (checked against the listed
+        ones in :meth:`finish`, once every file is read)."""
+        released = loaded.manifest.released
+        if not released:
+            return
+        types = (*BUILTIN_TYPES, *sorted(self.config.custom_entity_types))
+        for i, mapping in enumerate(released):
+            loc: Loc = ("released", i)
+            unknown = [t for t in mapping if t not in types]
+            if not mapping or unknown:
+                guess = did_you_mean(unknown[0], types) if unknown else None
+                self.report(loaded.source, Pending(
+                    "KQP104" if unknown else "KQP100",
+                    f"unknown entity type '{unknown[0]}' in released" if unknown else "released entity "
+                    "names no entity type", (*loc, unknown[0]) if unknown else loc, at_key=bool(unknown),
+                    hint=f"did you mean '{guess}'?" if guess else
+                    "write it as in entities, e.g. {user: legacy}"))
+                continue
+            entity = Entity([(t, unescape_name(n)) for t, n in mapping.items()])
+            if entity.kind is not EntityKind.CUSTOM and not self.check_entity(loaded.source, loc, entity):
+                continue
+            first = self.state.released.get(entity)
+            if first is not None:
+                self.report(loaded.source, Pending(
+                    RELEASED, f"{entity.display} is released twice", loc,
+                    related=((first.source, first.loc, "first released"),),
+                    hint="release it once, in the layer that stops managing it"))
+                continue
+            self.state.released[entity] = Release(loaded.source, loc)
+
+    def check_released(self) -> None:
+        """An entity both listed (in any layer, in effect or expired) and released is refused."""
+        for entity, release in self.state.released.items():
+            listed = self.state.origins.get(entity) or self.lapsed.get(entity)
+            if listed is None:
+                continue
+            self.report(cast(SourceFile, release.source), Pending(
+                RELEASED, f"{entity.display} is both listed and released", release.loc,
+                related=((listed.source, listed.loc, "listed"),),
+                hint="remove its entry to stop managing it, or the released item to keep managing it"))
 
     def add_guard(self, loaded: LoadedManifest) -> None:
         guard = loaded.manifest.cluster
@@ -354,6 +398,7 @@ class Compiler(EntryChecks, BulkPath, Temporary):
 
     def finish(self) -> DesiredState:
         self.check_guard_known()
+        self.check_released()
         self.state.ownership = Ownership.of(self.scopes)
         self.state.cluster_guard = self.guard[0] if self.guard else None
         self.state.diagnostics.extend(locate(source, p) for source, p in self.pending)

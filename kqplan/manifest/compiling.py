@@ -99,6 +99,8 @@ class Compiling:
             del self.profiles[name]
         del self.scopes[mark.scopes:]
         self.guard = mark.guard
+        for entity in [e for e, r in state.released.items() if r.source is mark.source]:
+            del state.released[entity]
 
 
 _V = TypeVar("_V")

@@ -19,7 +19,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from kqplan.core.quotas import QUOTA_KEYS
 from kqplan.manifest.yamlio import number_of, scalar
 
-TOP_ORDER = ("apiVersion", "kind", "cluster", "metadata", "ownership", "profiles", "entities")
+TOP_ORDER = ("apiVersion", "kind", "cluster", "metadata", "ownership", "profiles", "released", "entities")
 ENTITY_ORDER = ("user", "client-id", "ip")
 ENTITY_TAIL = ("profile", "override", "protect", "expires", "metadata", "quotas")
 

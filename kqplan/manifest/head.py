@@ -39,9 +39,11 @@ class ManifestHead:
     cluster: str | None = None
     ownership: OwnershipHead | None = None
     profiles: dict[str, dict[str, QuotaValue]] = field(default_factory=dict)
+    released: list[dict[str, str]] = field(default_factory=list)
 
 
-_HEAD_FIELDS = frozenset({"apiVersion", "kind", "cluster", "metadata", "ownership", "profiles", "entities"})
+_HEAD_FIELDS = frozenset({"apiVersion", "kind", "cluster", "metadata", "ownership", "profiles", "released",
+                          "entities"})
 _PROFILE_VALUE_TYPES = (int, float, str)  # exactly these: StrictInt refuses a bool, the union a null
 _MISSING: Any = object()
 
@@ -89,7 +91,12 @@ def plain_head(raw: dict[Any, Any]) -> ManifestHead | None:
                 for key, value in values.items())
             for name, values in profiles.items()):
         return None
-    return ManifestHead(cluster, head_ownership, profiles)
+    released = raw.get("released", _MISSING)
+    if released is _MISSING:
+        released = []
+    elif released.__class__ is not list or not all(map(_str_map, released)):
+        return None
+    return ManifestHead(cluster, head_ownership, profiles, released)
 
 
 def document_head(text: str, head: re.Match[str], end: int, alias_limits: Any

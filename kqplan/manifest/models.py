@@ -149,6 +149,10 @@ class Manifest(BaseModel):
     profiles: dict[str, dict[str, QuotaValue]] = Field(
         default_factory=dict, description="Reusable quota sets; an entity's own quotas win."
     )
+    released: list[dict[StrictStr, StrictStr]] = Field(
+        default_factory=list, description="Entities kqplan stops managing and leaves on the cluster as "
+        "they are, written as in `entities` ({user: legacy}): never deleted under a prune scope, never "
+        "changed, never reported as unmanaged. An entity both listed and released is an error.")
     entities: list[EntityEntry] = Field(default_factory=list)
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 _FIELDS = {
-    (): ("apiVersion", "kind", "cluster", "ownership", "profiles", "entities"),
+    (): ("apiVersion", "kind", "cluster", "ownership", "profiles", "released", "entities"),
     ("ownership",): OWNERSHIP_FIELDS,
     ("entities", "*"): ("user", "client-id", "ip", "profile", "quotas"),
 }

@@ -144,10 +144,11 @@ def compute_plan(desired: DesiredState, cluster: Cluster, config: ProjectConfig,
     result = diff(wanted, actual, desired.ownership, cluster=ref,
                   fingerprint=fingerprint(actual) if record_state else None, absent=desired.absent,
                   origin=lambda e: o.display if (o := desired.origins.get(e)) is not None else None,
-                  metadata=desired.metadata)
+                  metadata=desired.metadata, released=desired.released)
     result = rollout.annotate(result, desired, budgets, entry, ident.brokers)
     result = rollout.breaches(result, actual, desired, config)
     result = rollout.quota_tests(result, actual, desired)
+    result = rollout.releases(result, actual, desired)
     invalid = invalid_state_notes(actual, {c.entity for c in result.changes})
     keep(actual)
     callbacks = cluster_diagnostics(cluster, entry.name if entry is not None else ident.address, config)

@@ -146,3 +146,25 @@ def quota_tests(plan: Plan, actual: QuotaState, desired: DesiredState) -> Plan:
             after.pop(change.entity, None)
     notes = plan_notes(judge(desired.tests, actual), judge(desired.tests, after))
     return replace(plan, notes=(*plan.notes, *notes))
+
+
+def releases(plan: Plan, actual: QuotaState, desired: DesiredState) -> Plan:
+    """The plan with a ``~ release`` note for each entity on the cluster released now but not at
+    the Git base (:mod:`kqplan.pipeline.gitbase`): shown in the change that releases it, silent
+    afterwards (and without a base)."""
+    on_cluster = {e: r for e, r in desired.released.items() if e in actual}
+    if not on_cluster:
+        return plan
+    from kqplan.pipeline import gitbase
+
+    base = gitbase.base_ref()
+    if base is None:
+        return plan
+    before = gitbase.released_at(base, sorted({str(r.source.opened) for r in on_cluster.values()}))
+    if before is None:
+        return replace(plan, notes=(*plan.notes, f"Released entities are not shown: git cannot read the "
+                                    f"base {base} here (fetch it, or set {gitbase.BASE_ENV})."))
+    notes = [f"~ release {e.display}  # {r.here}: no longer managed, left on the cluster as it is "
+             "(no request)." for e, r in sorted(on_cluster.items(), key=lambda i: i[0].sort_key())
+             if e not in before]
+    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
