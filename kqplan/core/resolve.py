@@ -306,8 +306,34 @@ def every_client_id(state: Iterable[Entity], user: str) -> list[str]:
     """The client-ids that stand for every connection of ``user``, whatever client-id it sends:
     none sent (``""``), one named nowhere (:data:`UNNAMED`), and each named beside the user.
     Resolution depends on the client-id only through the entities that name it, so these
-    cover all of them."""
+    cover all of them. For many users of one state, :class:`ClientIds` indexes it once."""
     return ["", UNNAMED, *sorted(client_ids_beside(state, user))]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientIds:
+    """:func:`every_client_id` for many users of one state: the client-ids each user's entities
+    name, and those named for every user (beside ``<default>``, or alone), found in one pass."""
+
+    shared: frozenset[str]
+    by_user: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, index: QuotaIndex) -> ClientIds:
+        shared: set[str] = set()
+        by_user: dict[str, set[str]] = {}
+        for user, client in index.clients:
+            if client.__class__ is not str:  # <default> or no client-id part
+                continue
+            if user.__class__ is str:
+                by_user.setdefault(user, set()).add(client)
+            else:
+                shared.add(client)
+        return cls(frozenset(shared), {u: frozenset(c) for u, c in by_user.items()})
+
+    def every(self, user: str) -> list[str]:
+        """As :func:`every_client_id` of the indexed state."""
+        return ["", UNNAMED, *sorted(self.shared | self.by_user.get(user, frozenset()))]
 
 
 def applies(entity: Entity, user: str, client_id: str) -> bool:

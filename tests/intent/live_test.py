@@ -1,6 +1,6 @@
-"""``kqplan test`` and ``kqplan import --drift`` against a live cluster, the sandbox and the real
-Apache Kafka broker: the cluster as it is (one describe), before and after an apply, and after an
-edit behind kqplan's back."""
+"""``kqplan test``, ``kqplan import --drift`` and ``released:`` against a live cluster, the sandbox
+and the real Apache Kafka brokers: the cluster as it is (one describe), before and after an apply,
+after an edit behind kqplan's back, and an entity kqplan no longer manages."""
 
 from __future__ import annotations
 
@@ -79,3 +79,34 @@ def test_import_drift_accepts_an_edit_made_on_the_cluster(live, prefix, tmp_path
         "    quotas: {producer_byte_rate: 12MiB, request_percentage: 40} # agreed"]  # the drifted line only
     plan = kq(live, "plan", path.parent)
     assert "Plan: 1 to add, 0 to change, 0 to delete." in plan.stdout  # batch, which was left
+
+
+RELEASING = """\
+ownership:
+  prune: true
+  scope: [{user: "P-*"}]
+released:
+  - {user: P-legacy}
+entities:
+  - user: P-api
+    quotas: {producer_byte_rate: 10MiB}
+"""
+
+
+def test_apply_leaves_a_released_entity_and_prunes_the_rest(live, prefix, tmp_path):
+    legacy, gone = Entity.user(f"{prefix}-legacy"), Entity.user(f"{prefix}-gone")
+    with live.cluster() as c:
+        c.alter([Alteration(legacy, (Op("producer_byte_rate", 2048.0),)),
+                 Alteration(gone, (Op("producer_byte_rate", 1024.0),))], validate_only=False)
+    want = {legacy: {"producer_byte_rate": 2048.0}, gone: {"producer_byte_rate": 1024.0}}
+    assert live.until(mine(prefix), want) == want
+    path = manifests(tmp_path, prefix, RELEASING)
+    plan = kq(live, "plan", path.parent, "--fail-on-unmanaged")
+    assert plan.exit_code == 0, plan.stdout + plan.stderr
+    assert "Plan: 1 to add, 0 to change, 1 to delete." in plan.stdout
+    assert legacy.display not in plan.stdout
+    applied = kq(live, "apply", path.parent, "--auto-approve")
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    want = {legacy: {"producer_byte_rate": 2048.0},
+            Entity.user(f"{prefix}-api"): {"producer_byte_rate": 10485760.0}}
+    assert live.until(mine(prefix), want) == want
