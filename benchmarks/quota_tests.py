@@ -33,8 +33,8 @@ def tests_text(n: int, m: int) -> str:
             principal = f"{{user: {user}, client-id: {client}}}"
         else:
             principal = f"{{user: user-{i if i % 3 != 2 else i // 3}}}"
-        lines.append(f"  - name: test {j}\n    principal: {principal}\n"
-                     "    expect: {producer_byte_rate: {at-least: 1KiB}, consumer_byte_rate: {at-least: 1KiB}}")
+        expect = "{producer_byte_rate: {at-least: 1KiB}, consumer_byte_rate: {at-least: 1KiB}}"
+        lines.append(f"  - name: test {j}\n    principal: {principal}\n    expect: {expect}")
     return "\n".join(lines) + "\n"
 
 
