@@ -58,6 +58,6 @@ def quota_tests(
             target = target.or_cluster(entry)
         return quota_tests_command(given if related else manifest_paths(given, entry), target, project,
                                    fmt=choice(TestFormat, fmt, "--format"), streams=console_streams(),
-                                   related=related)
+                                   related=related, entry=None if offline else entry)
 
     return run(body, json_errors=fmt == "json")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from kqplan.config.model import ProjectConfig
+from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.console import Streams
 from kqplan.core.diagnostics import Diagnostic, Loc
 from kqplan.core.errors import ExitCode, KqplanError
@@ -40,11 +40,12 @@ class TestRun:
 
 
 def run_tests(paths: Sequence[Path], target: Target, config: ProjectConfig, streams: Streams, *,
-              related: bool = False) -> TestRun | None:
+              related: bool = False, entry: ClusterEntry | None = None) -> TestRun | None:
     """Load manifests and tests (errors raise, as validate reports them), then judge. ``related``
     (pre-commit): each path is a changed file, judged with the manifest set it belongs to (its
-    inventory layers, else its directory); None when no set holds a test."""
-    from kqplan.pipeline.guarded import load_checked
+    inventory layers, else its directory); None when no set holds a test. A target is checked to
+    be the cluster the manifests are guarded to (and ``entry``'s id), as a plan checks it."""
+    from kqplan.pipeline.guarded import check_guard, check_inventory_id, load_checked
 
     if related:
         from kqplan.commands.validate import maybe_manifest
@@ -66,8 +67,12 @@ def run_tests(paths: Sequence[Path], target: Target, config: ProjectConfig, stre
     if target.chosen():
         with open_cluster(target.within(config.max_input_bytes)) as cluster:
             identity = cluster.identity()
+            check_inventory_id(entry, identity.cluster_id, identity.address)
+            for desired, _ in found:
+                check_guard(desired, identity.cluster_id, identity.address, config, entry)
             cluster_state = cluster.describe()
-        judged = f"cluster {identity.cluster_id or identity.address}"
+        shown = identity.cluster_id or identity.address
+        judged = f"cluster {entry.name} ({shown})" if entry is not None else f"cluster {shown}"
     verdicts: list[Verdict] = []
     failures: list[Diagnostic] = []
     seen: set[tuple[str, Loc]] = set()
@@ -82,11 +87,11 @@ def run_tests(paths: Sequence[Path], target: Target, config: ProjectConfig, stre
 
 
 def quota_tests_command(paths: Sequence[Path], target: Target, config: ProjectConfig, *, fmt: TestFormat,
-                 streams: Streams, related: bool = False) -> int:
+                        streams: Streams, related: bool = False, entry: ClusterEntry | None = None) -> int:
     """``kqplan test``: print every test's verdict; exit 1 if any does not hold."""
     from kqplan.render import intent
 
-    run = run_tests(paths, target, config, streams, related=related)
+    run = run_tests(paths, target, config, streams, related=related, entry=entry)
     if run is None:
         streams.warn("No quota tests beside the changed files.")
         return ExitCode.OK

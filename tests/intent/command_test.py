@@ -292,3 +292,19 @@ def test_a_cluster_value_kafka_refuses_fails_as_a_value_not_as_a_budget():
     [offline] = judge(tests, {}, {Entity.user("alice"): {"producer_byte_rate": 20971520.0}})
     assert [m.why for m in offline.misses] == [Why.BUDGET]
     assert offline.unknown
+
+
+def test_a_target_must_be_the_cluster_the_manifests_are_guarded_to(tmp_path, monkeypatch):
+    guarded = QUOTAS.replace("kind: ClientQuotas\n", "kind: ClientQuotas\ncluster: west\n")
+    inventory = '[clusters.west]\nsnapshot = "west.json"\nid = "west-id"\nmanifests = ["m"]\n'
+    write(tmp_path, **{"m/q.yaml": guarded, "m/tests.yaml": TESTS, "kqplan.toml": inventory})
+    monkeypatch.chdir(tmp_path)
+    snapshot(tmp_path / "east.json", []).write_text(
+        (tmp_path / "east.json").read_text().replace('"prod"', '"east-id"'), encoding="utf-8")
+    wrong = run_cli("test", "m", "--state", "east.json")
+    assert wrong.exit_code == 1
+    assert "wrong cluster: the manifests are guarded to 'west' (id west-id)" in wrong.stderr
+    snapshot(tmp_path / "west.json", []).write_text(
+        (tmp_path / "west.json").read_text().replace('"prod"', '"west-id"'), encoding="utf-8")
+    named = run_cli("test", "--cluster", "west")
+    assert named.stdout.splitlines()[-1] == "Tests: 0 hold, 3 fail (of 3), judged on cluster west (west-id)."
