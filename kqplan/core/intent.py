@@ -6,7 +6,7 @@ Kafka must give it, key by key: an exact value, ``unlimited``, or a bound (``at-
 Kafka's own resolution (:mod:`kqplan.core.resolve`: the eight levels, the empty client-id rule),
 the same code as ``kqplan resolve`` and the protected principals. A principal without a client-id
 must hold for every client-id it may connect with: none sent, one no entity names, and each one
-named beside it (:func:`kqplan.core.resolve.every_client_id`).
+named beside it (:class:`kqplan.core.resolve.ClientIds`).
 
 A key whose value comes from a per-cluster budget (desired state, offline) cannot be judged without
 the cluster's broker count: it is reported as such, never as holding.

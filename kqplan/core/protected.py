@@ -20,7 +20,7 @@ from kqplan.core.diagnostics import Diagnostic, Pending, Span, locate
 from kqplan.core.entity import USER, Entity, EntityKind
 from kqplan.core.policy import PROTECTED_PRINCIPAL, Policy, ProtectedPrincipal, rule_name
 from kqplan.core.quotas import amount
-from kqplan.core.resolve import UNNAMED, QuotaIndex, applies, every_client_id, resolve
+from kqplan.core.resolve import UNNAMED, ClientIds, QuotaIndex, applies, resolve
 from kqplan.core.state import Quotas, QuotaState
 
 
@@ -86,14 +86,12 @@ def breaches(before: QuotaState, changes: Mapping[Entity, Quotas | None],
         else:
             after.pop(entity, None)
     old, new = QuotaIndex.of(near), QuotaIndex.of(after)
+    named = ClientIds.of(old, new)
     changed = [e for e in changes if _relevant(e, users)]
     found: list[Breach] = []
     for principal in principals:
-        if principal.client_id is not None:
-            client_ids = [principal.client_id]
-        else:
-            client_ids = every_client_id([*near, *after], principal.user)
-        for client_id in client_ids:
+        own = principal.client_id
+        for client_id in [own] if own is not None else named.every(principal.user):
             found += _breaches_of(principal, client_id, old, new, changed)
     return found
 

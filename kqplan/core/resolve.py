@@ -289,40 +289,23 @@ UNNAMED = "\x00any other client-id"
 """The client-id standing for every client-id no entity names (no real one holds a NUL)."""
 
 
-def client_ids_beside(state: Iterable[Entity], user: str) -> set[str]:
-    """Client-ids named in entities that apply to ``user``'s connections (``{user=U,
-    client-id=C}``, ``{user=<default>, client-id=C}``, ``{client-id=C}``)."""
-    found = set()
-    for entity in state:
-        if entity.kind is not EntityKind.CLIENT or CLIENT_ID not in entity:
-            continue
-        client = entity.name(CLIENT_ID)
-        if client is not None and (USER not in entity or entity.name(USER) in (None, user)):
-            found.add(client)
-    return found
-
-
-def every_client_id(state: Iterable[Entity], user: str) -> list[str]:
-    """The client-ids that stand for every connection of ``user``, whatever client-id it sends:
-    none sent (``""``), one named nowhere (:data:`UNNAMED`), and each named beside the user.
-    Resolution depends on the client-id only through the entities that name it, so these
-    cover all of them. For many users of one state, :class:`ClientIds` indexes it once."""
-    return ["", UNNAMED, *sorted(client_ids_beside(state, user))]
-
-
 @dataclass(frozen=True, slots=True)
 class ClientIds:
-    """:func:`every_client_id` for many users of one state: the client-ids each user's entities
-    name, and those named for every user (beside ``<default>``, or alone), found in one pass."""
+    """The client-ids that stand for every connection of a user, whatever client-id it sends
+    (:meth:`every`), for the users of one or more indexed states: the client-ids each user's
+    entities name, and those named for every user (beside ``<default>``, or alone), found in one
+    pass over each index. Resolution depends on the client-id only through the entities that name
+    it, so a principal without a client-id (a protected principal, a quota test) is judged for
+    each of these and holds for every client-id."""
 
     shared: frozenset[str]
     by_user: Mapping[str, frozenset[str]]
 
     @classmethod
-    def of(cls, index: QuotaIndex) -> ClientIds:
+    def of(cls, *indexes: QuotaIndex) -> ClientIds:
         shared: set[str] = set()
         by_user: dict[str, set[str]] = {}
-        for user, client in index.clients:
+        for user, client in (slot for index in indexes for slot in index.clients):
             if client.__class__ is not str:  # <default> or no client-id part
                 continue
             if user.__class__ is str:
@@ -332,7 +315,7 @@ class ClientIds:
         return cls(frozenset(shared), {u: frozenset(c) for u, c in by_user.items()})
 
     def every(self, user: str) -> list[str]:
-        """As :func:`every_client_id` of the indexed state."""
+        """None sent (``""``), one no entity names (:data:`UNNAMED`), and each named beside ``user``."""
         return ["", UNNAMED, *sorted(self.shared | self.by_user.get(user, frozenset()))]
 
 
