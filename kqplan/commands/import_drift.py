@@ -82,6 +82,8 @@ class Drift:
         self.docs: dict[Path, tuple[Any, Any]] = {}
         self.written: list[Written] = []
         self.notes: list[str] = []
+        self.edited: dict[Path, set[int]] = {}
+        """Per file, the index of each entry edited: only its lines may change."""
 
     def entry(self, origin: Origin) -> Any:
         from kqplan.manifest.yamlio import load_rt
@@ -89,6 +91,11 @@ class Drift:
         path = Path(origin.source.opened)
         doc, _ = self.docs.get(path) or self.docs.setdefault(path, load_rt(path))
         return doc["entities"][origin.entry]
+
+    def edit(self, origin: Origin) -> Any:
+        """:meth:`entry`, to be changed."""
+        self.edited.setdefault(Path(origin.source.opened), set()).add(origin.entry)
+        return self.entry(origin)
 
     def where(self, origin: Origin, key: str | None) -> str:
         item = self.entry(origin)
@@ -150,7 +157,7 @@ class Drift:
     def quotas(self, origin: Origin) -> Any:
         from ruamel.yaml.comments import CommentedMap
 
-        item = self.entry(origin)
+        item = self.edit(origin)
         quotas = item.get("quotas")
         if not isinstance(quotas, CommentedMap):
             quotas = item["quotas"] = CommentedMap()
@@ -166,7 +173,7 @@ class Drift:
         assert change.after is not None
         top = chain[0]
         where = self.where(top, None)
-        item = self.entry(top)
+        item = self.edit(top)
         removed = change.after.keys() - change.before.keys() if item.get("override") else ()
         notes = set_quotas(item, dict(change.before), removed=removed)
         self.written = [w for w in self.written if w.entity != change.entity]
@@ -186,6 +193,31 @@ class Drift:
                               f"per-cluster budget divided by {brokers or 'an unknown'} broker(s)",
                               hint="write the value by hand; nothing was changed")
         written["per-cluster"] = _form(key, written["per-cluster"], total)
+
+
+def only_edited(before: str, after: str, entries: set[int]) -> str:
+    """``after`` (the round-trip dump) with every change outside the edited entries' lines undone:
+    the dump may respell what it did not edit (``[{user: a}]`` as ``[user: a]``, a comment's
+    spacing), and the diff of an accepted drift must be the drifted lines only. Entries are found
+    in a block-style ``entities:`` list; in another layout the dump is kept whole."""
+    import difflib
+
+    from kqplan.manifest.items import entity_lines
+
+    starts, _ = entity_lines(before)
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    if not starts:
+        return after
+    ranges = [(starts[i] - 1, starts[i + 1] - 1 if i + 1 < len(starts) else len(old))
+              for i in sorted(entries)]
+
+    def edited(i1: int, i2: int) -> bool:  # 0-based lines [i1, i2) of ``before``; i1 == i2: an insert
+        return any(lo <= i1 <= hi if i1 == i2 else i1 < hi and lo < i2 for lo, hi in ranges)
+
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        out += new[j1:j2] if tag == "equal" or edited(i1, i2) else old[i1:i2]
+    return "".join(out)
 
 
 def _left(changes: Sequence[Change]) -> list[str]:
@@ -242,7 +274,8 @@ def drift_command(paths: Sequence[Path], target: Target, config: ProjectConfig, 
     drift = Drift(plan.cluster.brokers)
     for change in drifted:
         drift.accept(change, desired.origins[change.entity])
-    texts = {path: dump_rt(doc, yaml) for path, (doc, yaml) in drift.docs.items()}
+    texts = {path: only_edited(path.read_text(encoding="utf-8"), dump_rt(doc, yaml),
+                               drift.edited.get(path, set())) for path, (doc, yaml) in drift.docs.items()}
     _write(Path("."), texts)
     streams.print(f"Imported the drift of {len(drifted)} entit{'y' if len(drifted) == 1 else 'ies'} from "
                   f"{terminal(where)} into {len(texts)} file(s):")

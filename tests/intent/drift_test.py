@@ -196,3 +196,25 @@ def test_the_result_is_checked_by_planning_it_again(tmp_path, monkeypatch):
     elsewhere = {**in_sync, api: {"producer_byte_rate": 1.0}}
     with pytest.raises(KqplanError, match=r"after the import, the plan would still change \{user=api\}"):
         _verify(paths, config, desired, elsewhere, plan=plan, drifted=drifted)
+
+
+def test_only_the_drifted_lines_change_whatever_the_dump_would_respell(tmp_path, monkeypatch):
+    """The round-trip dump writes `[{user: "*"}]` as `[user: "*"]` and moves a comment: lines
+    outside the drifted entries stay byte for byte."""
+    text = ('apiVersion: kqplan/v1\nkind: ClientQuotas\nownership: {prune: true, scope: [{user: "*"}]}\n'
+            "released: [{user: legacy}]   # not ours any more\nentities:\n"
+            "  - {user: <default>, quotas: {producer_byte_rate: 10MiB}}\n"
+            "  - {user: <default>, client-id: bulk, quotas: {producer_byte_rate: 60MiB}}"
+            "   # raised for bulk\n")
+    (tmp_path / "q.yaml").write_text(text, encoding="utf-8")
+    snapshot(tmp_path, [({"user": None}, {"producer_byte_rate": 10485760.0}),
+                        ({"user": None, "client-id": "bulk"}, {"producer_byte_rate": 41943040.0}),
+                        ({"user": "legacy"}, {"producer_byte_rate": 1024.0})])
+    monkeypatch.chdir(tmp_path)
+    done = run_cli("import", ".", "--drift", "--state", "s.json")
+    assert done.exit_code == 0, done.stdout + done.stderr
+    after = (tmp_path / "q.yaml").read_text(encoding="utf-8")
+    changed = [(a, b) for a, b in zip(text.splitlines(), after.splitlines(), strict=True) if a != b]
+    entry = "  - {user: <default>, client-id: bulk, quotas: {producer_byte_rate: %s}}"
+    assert changed == [(entry % "60MiB" + "   # raised for bulk", entry % "40MiB" + "   # raised for bulk")]
+    assert run_cli("plan", ".", "--state", "s.json", "--detailed-exitcode").exit_code == 0

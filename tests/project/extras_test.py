@@ -112,15 +112,6 @@ def test_the_readme_observability_example_names_the_fleet_extra_in_the_base_inst
 
 
 @pytest.mark.slow
-def test_the_readme_quota_tests_example_runs_verbatim_in_the_base_install(base_venv, tmp_path):
-    from tests.intent.readme_test import console
-
-    for command, shown in console("Quota intent as code"):
-        done = _run(base_venv, ["bash", "-c", command], cwd=tmp_path)
-        assert (done.stdout + done.stderr).splitlines() == shown, command
-
-
-@pytest.mark.slow
 def test_fleet_usage_without_pyarrow_names_the_fleet_extra(base_venv, tmp_path):
     assert not _imports(base_venv, "pyarrow"), "the fleet extra is installed already: run in file order"
     (tmp_path / "kqplan.toml").write_text('[clusters.prod]\nsnapshot = "prod.json"\n')

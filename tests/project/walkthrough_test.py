@@ -1,6 +1,6 @@
 """The README is the front door (issue 32 §5): its five-minute walkthrough runs verbatim — two
-sandbox brokers, ``kqplan init``, a change, plan, apply, drift — and every relative link in it
-points at a file of the repository."""
+sandbox brokers, ``kqplan init``, a change, plan, apply, drift, drift accepted, a release and a
+quota test (issue 44) — and every relative link in it points at a file of the repository."""
 
 from __future__ import annotations
 
@@ -54,7 +54,12 @@ def test_the_walkthrough_runs_verbatim(tmp_path):
     assert "+ {user=reporting}" in out
     assert "Apply complete: 1 added, 0 changed, 0 deleted." in out
     assert "~ consumer_byte_rate = 1048576 (1 MiB) -> 5242880 (5 MiB)" in out  # the drift, to undo
-    assert out.rstrip().endswith("drift found: exit 2")
+    assert "drift found: exit 2" in out
+    # quota intent as code (issue 44): the drift accepted where it is declared, a release, a test
+    assert "  ~ {user=reporting} consumer_byte_rate: 5 MiB -> 1 MiB  # quotas/prod/quotas.yaml:28:34" in out
+    assert "holds   reporting reads 1 MiB/s  (quotas/prod/tests.yaml:4:5)" in out
+    assert out.rstrip().endswith("Quota tests after this plan: 1 hold, 0 fail (of 1).")  # bash -e: exit 0
+    assert "{user=legacy}" not in out.split("drift found: exit 2")[1].split("(altered)")[1]  # not deleted
     toml = (tmp_path / "demo" / "kqplan.toml").read_text()
     assert 'id = "kqplan-example-prod-eu"' in toml
     assert 'id = "staging-cluster"' in toml
