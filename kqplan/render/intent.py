@@ -17,10 +17,15 @@ from kqplan.render.escape import github_data
 FORMAT_VERSION = 1
 
 
-def _summary(verdicts: Sequence[Verdict], judged: str) -> str:
+def _counts(verdicts: Sequence[Verdict]) -> tuple[int, int, int]:
+    """How many tests hold, fail, and cannot be judged offline."""
     held = sum(v.holds for v in verdicts)
     unknown = sum(v.unknown for v in verdicts)
-    failed = len(verdicts) - held - unknown
+    return held, len(verdicts) - held - unknown, unknown
+
+
+def _summary(verdicts: Sequence[Verdict], judged: str) -> str:
+    held, failed, unknown = _counts(verdicts)
     parts = [f"{held} hold", f"{failed} fail"] + ([f"{unknown} cannot be judged offline"] if unknown else [])
     return f"Tests: {', '.join(parts)} (of {len(verdicts)}), judged on {judged}."
 
@@ -63,11 +68,9 @@ def render_json(verdicts: Sequence[Verdict], failures: Sequence[Diagnostic], jud
             "code": None if verdict.holds else (NEEDS_BROKERS if verdict.unknown else TEST_FAILS),
             "misses": [_miss(m) for m in verdict.misses],
         })
-    held = sum(v.holds for v in verdicts)
-    unknown = sum(v.unknown for v in verdicts)
+    held, failed, unknown = _counts(verdicts)
     doc = {"format_version": FORMAT_VERSION, "judged": judged, "tests": tests,
-           "summary": {"tests": len(verdicts), "hold": held, "fail": len(verdicts) - held - unknown,
-                       "unknown": unknown}}
+           "summary": {"tests": len(verdicts), "hold": held, "fail": failed, "unknown": unknown}}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
