@@ -79,18 +79,22 @@ class Drift:
 
     def __init__(self, brokers: int | None) -> None:
         self.brokers = brokers
-        self.docs: dict[Path, tuple[Any, Any]] = {}
+        self.docs: dict[Path, tuple[str, Any, Any]] = {}
+        """Per file: its text as read, its round-trip tree and the tree's dumper."""
         self.written: list[Written] = []
         self.notes: list[str] = []
         self.edited: dict[Path, set[int]] = {}
         """Per file, the index of each entry edited: only its lines may change."""
 
     def entry(self, origin: Origin) -> Any:
-        from kqplan.manifest.yamlio import load_rt
-
         path = Path(origin.source.opened)
-        doc, _ = self.docs.get(path) or self.docs.setdefault(path, load_rt(path))
-        return doc["entities"][origin.entry]
+        if path not in self.docs:
+            from kqplan.files import read_bounded_text
+            from kqplan.manifest.yamlio import parse_rt
+
+            text = read_bounded_text(path, what="manifest")
+            self.docs[path] = (text, *parse_rt(text))
+        return self.docs[path][1]["entities"][origin.entry]
 
     def edit(self, origin: Origin) -> Any:
         """:meth:`entry`, to be changed."""
@@ -274,8 +278,8 @@ def drift_command(paths: Sequence[Path], target: Target, config: ProjectConfig, 
     drift = Drift(plan.cluster.brokers)
     for change in drifted:
         drift.accept(change, desired.origins[change.entity])
-    texts = {path: only_edited(path.read_text(encoding="utf-8"), dump_rt(doc, yaml),
-                               drift.edited.get(path, set())) for path, (doc, yaml) in drift.docs.items()}
+    texts = {path: only_edited(text, dump_rt(doc, yaml), drift.edited.get(path, set()))
+             for path, (text, doc, yaml) in drift.docs.items()}
     _write(Path("."), texts)
     streams.print(f"Imported the drift of {len(drifted)} entit{'y' if len(drifted) == 1 else 'ies'} from "
                   f"{terminal(where)} into {len(texts)} file(s):")

@@ -31,7 +31,11 @@ def _yaml(sequence: int, offset: int) -> YAML:
 
 def load_rt(path: Path) -> tuple[Any, YAML]:
     """A manifest as ruamel's round-trip tree, with a dumper set to the file's own indentation."""
-    text = read_bounded_text(path, what="manifest")
+    return parse_rt(read_bounded_text(path, what="manifest"))
+
+
+def parse_rt(text: str) -> tuple[Any, YAML]:
+    """:func:`load_rt` of a manifest's text already read."""
     _, indent, block_seq_indent = load_yaml_guess_indent(text)
     yaml = _yaml(indent or 4, block_seq_indent if block_seq_indent is not None else 2)
     return yaml.load(text), yaml
