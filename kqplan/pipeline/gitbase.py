@@ -48,14 +48,17 @@ def released_at(base: str, files: Iterable[str]) -> set[Entity] | None:
     from kqplan.manifest.parse import ALIAS_LIMITS
 
     found: set[Entity] = set()
+    checked: set[Path] = set()  # repositories where ``base`` is known: asked once each
     for file in files:
         path = Path(file).resolve()
         root = repository_root(path.parent)
         if root is None:
             return None
-        known = _git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-        if known is None or known.returncode != 0:
-            return None
+        if root not in checked:
+            known = _git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+            if known is None or known.returncode != 0:
+                return None
+            checked.add(root)
         shown = _git(root, "show", f"{base}:{path.relative_to(root).as_posix()}")
         if shown is None or shown.returncode != 0:
             continue
