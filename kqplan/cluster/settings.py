@@ -75,11 +75,5 @@ MECHANISM_MODULES = {
     "GSSAPI": "Krb5LoginModule",
 }
 
-TLS_MATERIAL = ("ssl.truststore.location", "ssl.truststore.certificates", "ssl.keystore.location",
-                "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.ca.location",
-                "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
-                "ssl.key.location", "ssl.key.pem")
-"""Settings that mean "use TLS": refused when security.protocol is not SSL or SASL_SSL."""
-
 SUPPORTED_HINT = ("kqplan reads security.protocol, sasl.* and ssl.* client settings (Java or "
                   "librdkafka names); see the README's connection section")

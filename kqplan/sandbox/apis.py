@@ -40,7 +40,6 @@ DESCRIBE_CONFIGS = 32  # the BROKER resources only: the settings that decide wha
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51  # served by kqplan.sandbox.scram
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
 
 SUPPORTED: dict[int, tuple[int, int]] = {

@@ -5,7 +5,6 @@ are URIs, well formed or refused before any work, and the fleet package keeps no
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import signal
@@ -302,24 +301,3 @@ def test_a_value_with_a_scheme_is_a_file_path_as_documented_or_refused(text):
         assert path == Path(text)
 
 
-# -- dead code ------------------------------------------------------------------------------------
-
-def test_the_fleet_package_defines_nothing_unused():
-    """Every top-level function, class and constant of kqplan/fleet is used somewhere (the package,
-    the tests, the benchmarks) beyond its own definition (issue 41: refuse_bucket)."""
-    sources = {p: p.read_text() for d in ("kqplan", "tests", "benchmarks") for p in (REPO / d).rglob("*.py")
-               if p != Path(__file__).resolve()}
-    unused = []
-    for path in sorted((REPO / "kqplan" / "fleet").glob("*.py")):
-        for node in ast.parse(sources[path]).body:
-            if isinstance(node, ast.FunctionDef | ast.ClassDef):
-                name = node.name
-            elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-                name = node.targets[0].id
-            else:
-                continue
-            word = re.compile(rf"\b{re.escape(name)}\b")
-            if len(word.findall(sources[path])) <= 1 and not any(
-                    word.search(text) for other, text in sources.items() if other != path):
-                unused.append(f"{path.name}: {name}")
-    assert unused == []

@@ -117,3 +117,21 @@ def test_a_plan_saved_before_expired_at_bounds_its_causes_by_its_now(tmp_path, b
     assert box.state == SEED
     assert apply_at(out, box, monkeypatch, made).exit_code == 0
     assert Entity.user("tmp") not in box.state
+
+
+def test_a_plan_within_the_skew_tolerance_still_waits_for_the_expiry(tmp_path, box, monkeypatch):
+    """The case only ``expired_at`` catches: made 60 s after the expiry, applied by a clock 120 s
+    behind (within the 5-minute tolerance, so the skew check passes), i.e. 60 s before the expiry:
+    refused by the expiry's own time, nothing sent; applied once the applying clock reaches it."""
+    made = EXPIRES + timedelta(seconds=60)
+    out = saved(tmp_path, box, monkeypatch, made)
+    assert json.loads(out.read_text())["expired_at"] == {"{user=tmp}": "2026-06-01T00:00:00Z"}
+    early = apply_at(out, box, monkeypatch, EXPIRES - timedelta(seconds=60))
+    assert early.exit_code == 1
+    assert ("Error: the plan deletes {user=tmp} because an entry expired 2026-06-01T00:00Z, but this "
+            "machine's clock says 2026-05-31T23:59Z: it has not expired yet; nothing was changed") \
+        in early.stderr
+    assert box.state == SEED
+    on_time = apply_at(out, box, monkeypatch, EXPIRES)
+    assert on_time.exit_code == 0, on_time.stderr
+    assert Entity.user("tmp") not in box.state
