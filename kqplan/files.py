@@ -5,12 +5,14 @@ regular files only, under a size limit, never blocks on a FIFO and never follows
 until memory runs out; the refusal names the file and the limit. Writing: :func:`write_atomically`
 replaces a file so that a crash leaves the old file or the new one, never a torn one; it writes
 through a symlink to its target, keeps an existing file's mode and creates new files with the
-usual umask. :func:`write_all` writes a set of files all-or-nothing, as far as a file system
-allows (every file written first, then each renamed). :func:`inside` joins every output path
-under its ``--out`` directory, refusing names that would leave it."""
+usual umask, and the missing directories of the path given (``mkdir -p``; nothing is created
+before the file is written). :func:`write_all` writes a set of files all-or-nothing, as far as a
+file system allows (every file written first, then each renamed). :func:`inside` joins every
+output path under its ``--out`` directory, refusing names that would leave it."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -206,22 +208,82 @@ def _unwritable(path: Path) -> tuple[str, str | None] | None:
                 "remove the link, or give another file name"
         if exc.errno == errno.ENOTDIR:
             return "a part of its directory is not a directory", None
+        if exc.errno == errno.ENAMETOOLONG:
+            return _too_long(path), None
     target = _target(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         return "it is a directory", "give a file name"
-    if not parent.is_dir():
-        return f"directory {_shown(parent)} does not exist", "create it first (mkdir -p DIR)"
-    if not os.access(parent, os.W_OK):
-        return f"directory {_shown(parent)} is not writable", None
+    if not parent.is_dir() and target != path:  # only the directories of the path given are made
+        return f"directory {_shown(parent)} does not exist (the symbolic link points into it)", \
+            "create it first (mkdir -p DIR), or give another file name"
+    existing, _ = _missing_directories(parent)
+    if not existing.is_dir():
+        return f"{_shown(existing)} is a symbolic link to a directory that does not exist", \
+            "create the directory it points to, or give another path"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"directory {_shown(existing)} is not writable", None
     if len(target.name.encode("utf-8", "surrogateescape")) > NAME_MAX:
         return f"the file name is over {NAME_MAX} bytes", None
     return None
 
 
+def _too_long(path: Path) -> str:
+    """Why the system calls ``path`` too long (ENAMETOOLONG)."""
+    if len(path.name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        return f"the file name is over {NAME_MAX} bytes"
+    if any(len(part.encode("utf-8", "surrogateescape")) > NAME_MAX for part in path.parent.parts):
+        return f"a directory name in it is over {NAME_MAX} bytes"
+    return "the path is longer than the system allows"
+
+
+def _missing_directories(directory: Path) -> tuple[Path, list[Path]]:
+    """The nearest of ``directory`` and its parents that exists (or is a symbolic link, even to
+    nothing), and the directories below it that writing a file into ``directory`` creates, the
+    outermost first (``mkdir -p``)."""
+    missing: list[Path] = []
+    while not os.path.lexists(directory) and directory.parent != directory:
+        missing.append(directory)
+        directory = directory.parent
+    return directory, missing[::-1]
+
+
+def _make_directories(target: Path) -> list[Path]:
+    """Create the missing directories above ``target`` (the usual umask, as ``mkdir -p``): the ones
+    created, outermost first; a KqplanError naming the one that cannot be."""
+    existing, missing = _missing_directories(target.parent if str(target.parent) else Path("."))
+    if not existing.is_dir():
+        raise KqplanError(f"cannot write {_shown(target)}: {_shown(existing)} is not a directory",
+                          hint="choose another output path")
+    made: list[Path] = []
+    try:
+        for directory in missing:
+            try:
+                directory.mkdir()
+            except FileExistsError:
+                if not directory.is_dir():
+                    raise
+                continue  # made meanwhile, by someone else: theirs
+            made.append(directory)
+    except OSError as exc:
+        _remove_directories(made)
+        raise KqplanError(f"cannot write {_shown(target)}: cannot create directory {_shown(directory)} "
+                          f"({exc.strerror or exc})", hint="choose another output path") from None
+    return made
+
+
+def _remove_directories(made: list[Path]) -> None:
+    """Remove the directories :func:`_make_directories` created (innermost first), if still empty."""
+    for directory in reversed(made):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
 def check_writable(path: Path, what: str) -> None:
     """Refuse an output path that cannot be written (``what`` names it), before any request: an
-    apply must never end with its report lost."""
+    apply must never end with its report lost. Directories of ``path`` that do not exist yet are
+    no reason (the writer creates them, like ``terraform plan -out``), but nothing is created here:
+    a command that fails before its output leaves no trace."""
     found = _unwritable(path)
     if found is not None:
         raise KqplanError(f"cannot write {what} {_shown(path)}: {found[0]}", hint=found[1])
@@ -302,21 +364,25 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
     them leaves some files new and the others old, never a torn file."""
     streams = {path for path in files if _is_stream(path)}
     targets = {path: _target(path) for path in files if path not in streams}
-    for target in targets.values():
+    for path, target in targets.items():
         if target.is_dir():
             raise KqplanError(f"cannot write {_shown(target)}: a directory is in the way",
                               hint="move or remove that directory, or choose another output path")
         parent = target.parent if str(target.parent) else Path(".")
-        if not parent.is_dir():
+        if not parent.is_dir() and target != path:  # a symbolic link's directory is not made
             raise KqplanError(f"cannot write {_shown(target)}: directory {_shown(parent)} does not exist",
                               hint="create it first, or choose another output path")
+    made: list[Path] = []
     written: list[tuple[Path, Path]] = []
     try:
+        for target in targets.values():
+            made += _make_directories(target)
         for path, target in targets.items():
             written.append((_write_temp(target, files[path]), target))
     except BaseException:
         for tmp, _ in written:
             tmp.unlink(missing_ok=True)
+        _remove_directories(made)
         raise
     renamed = 0
     try:
@@ -326,8 +392,10 @@ def write_all(files: Mapping[Path, str | bytes]) -> None:
     except BaseException:
         for tmp, _ in written[renamed:]:
             tmp.unlink(missing_ok=True)
+        _remove_directories(made)  # those a renamed file is in are not empty: they stay
         raise
-    for directory in {target.parent if str(target.parent) else Path(".") for _, target in written}:
+    for directory in {target.parent if str(target.parent) else Path(".") for _, target in written} | \
+            {d.parent if str(d.parent) else Path(".") for d in made}:
         _sync_directory(directory)
     for path in streams:
         _write_stream(path, files[path])

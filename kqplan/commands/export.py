@@ -145,7 +145,7 @@ def export_command(target: Target, *, out: Path | None, split_by: SplitBy, fmt: 
                 write_atomically(out, text)
             except OSError as exc:
                 raise KqplanError(f"export could not write {visible(str(out))}: {exc.strerror or exc}",
-                                  hint="check that its directory exists and is writable") from None
+                                  hint="check that its directory is writable") from None
             streams.warn(f"Wrote a snapshot of {len(state)} entities to {visible(str(out))}.")
         return ExitCode.OK
     files, skipped = export(state, ident.cluster_id, split_by=split_by, adopt=adopt,

@@ -437,7 +437,9 @@ def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
                                      f"custom.keys redeclares built-in key(s) {sorted(clash)}"))
     custom_keys = frozenset(custom["keys"]) - clash
     _check_clusters(path, text, doc, problems)
-    policy = _policy(path, text, doc, custom_keys, problems)
+    table = raw.get("policy")  # what kqplan.toml itself sets: doc has every default filled in
+    configured = frozenset(table) & frozenset(POLICY_FIELDS) if type(table) is dict else frozenset()
+    policy = replace(_policy(path, text, doc, custom_keys, problems), configured=configured)
     base = path.parent.resolve()
     waves = _waves(path, text, doc, problems)
     config = ProjectConfig(

@@ -37,6 +37,9 @@ EXPIRES_SOON = "KQP161"
 DEFAULT_MAX_DELETE = 10
 DEFAULT_MAX_DELETE_PERCENT = 25.0
 DEFAULT_EXPIRY_WARNING = timedelta(days=7)
+ACTING_DEFAULTS = ("max-delete", "max-delete-percent", "expiry-warning")
+"""The ``[policy]`` settings whose default acts without any ``[policy]`` (the deletion brake, the
+expiry warning); every other rule does nothing until kqplan.toml sets it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +93,20 @@ class Policy:
     """``allowed-quota-callbacks``: callback classes known to keep Kafka's buckets and limits."""
     shown: str | None = None
     """``source`` as output shows it (from the repository root), for the problems located on it."""
+    configured: frozenset[str] = frozenset()
+    """The ``[policy]`` settings kqplan.toml sets (``expiry-warning``, ``keys``, …): one of
+    :data:`ACTING_DEFAULTS` not listed here has its default, and messages say so."""
 
 
-def rule_name(policy: Policy | None, name: str) -> str:
-    """``[policy] max-expiry in kqplan.toml``: a setting, and where it is set."""
+def rule_name(policy: Policy | None, name: str, *, remedy: bool = True) -> str:
+    """The setting a message blames: ``[policy] max-expiry in kqplan.toml`` where it is set, ``the
+    default [policy] expiry-warning; set it in kqplan.toml to change it`` where kqplan.toml does not
+    set it (no ``[policy]``, or no kqplan.toml) and its default acted (``remedy=False``: without the
+    second part, for a message whose hint says how to change it)."""
+    if name in ACTING_DEFAULTS and (policy is None or name not in policy.configured):
+        return f"the default [policy] {name}" + ("; set it in kqplan.toml to change it" if remedy else "")
     where = f" in {policy.source}" if policy is not None and policy.source is not None else ""
     return f"[policy] {name}{where}"
-
 
 
 def policy_diagnostics(desired: DesiredState, policy: Policy) -> list[Diagnostic]:
@@ -210,10 +220,9 @@ def deletion_problem(plan: Plan, policy: Policy, protected: Collection[Entity], 
         return None
     over = []
     if too_many:
-        count = _brake(policy, "max-delete", policy.max_delete, DEFAULT_MAX_DELETE)
-        over.append(f"more than {policy.max_delete} ({count})")
+        over.append(f"more than {policy.max_delete} ({rule_name(policy, 'max-delete', remedy=False)})")
     if too_large:
-        percent = _brake(policy, "max-delete-percent", policy.max_delete_percent, DEFAULT_MAX_DELETE_PERCENT)
+        percent = rule_name(policy, "max-delete-percent", remedy=False)
         over.append(f"{share:.0f}% of the {managed} managed entities, over {policy.max_delete_percent:g}% "
                     f"({percent})")
     tripped = " and ".join(name for name, on in (("max-delete", too_many), ("max-delete-percent", too_large))
@@ -221,12 +230,6 @@ def deletion_problem(plan: Plan, policy: Policy, protected: Collection[Entity], 
     return KqplanError(f"the plan deletes {len(deletes)} entities: {' and '.join(over)} [{MASS_DELETE}]",
                        hint=f"review the deletions; pass --allow-mass-delete if they are meant, or set "
                        f"{tripped} under [policy] in kqplan.toml")
-
-
-def _brake(policy: Policy, name: str, value: float, default: float) -> str:
-    """Which setting of the deletion brake tripped: a default one says so (the brake is on without
-    any ``[policy]``), a configured one says where it is set."""
-    return f"the default [policy] {name}" if value == default else rule_name(policy, name)
 
 
 QUOTA_CALLBACK = "KQP175"

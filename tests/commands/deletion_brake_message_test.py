@@ -52,3 +52,12 @@ def test_configured_settings_are_named_where_they_are_set(tmp_path: Path):
         f"Error: the plan deletes 3 entities: more than 2 ([policy] max-delete in {config}) and 60% of the "
         f"5 managed entities, over 40% ([policy] max-delete-percent in {config}) [KQP155]",
         HINT_START + "max-delete and max-delete-percent under [policy] in kqplan.toml"]
+
+
+def test_a_setting_kqplan_toml_sets_to_the_default_value_is_named_where_it_is_set(tmp_path: Path):
+    """``max-delete = 10`` in kqplan.toml is kqplan.toml's setting, not "the default" (the brake
+    used to compare the value with the default)."""
+    config = tmp_path / "kqplan.toml"
+    assert _error(_plan(tmp_path, 100, 89, "max-delete = 10\n")) == [
+        f"Error: the plan deletes 11 entities: more than 10 ([policy] max-delete in {config}) [KQP155]",
+        HINT_START + "max-delete under [policy] in kqplan.toml"]

@@ -113,7 +113,8 @@ def test_validate_refuses_expired_entries_and_warns_of_the_ones_expiring_soon(tm
     soon = run_cli("validate", "base", "over")
     assert soon.exit_code == 0
     assert ("over/q.yaml:6:14: warning[KQP161] the override of {user=pay} expires 2026-12-01T00:00Z, "
-            "within 7d ([policy] expiry-warning); from then on {user=pay} falls back to the layer beneath"
+            "within 7d (the default [policy] expiry-warning; set it in kqplan.toml to change it); from then "
+            "on {user=pay} falls back to the layer beneath"
             ) in soon.stdout
     monkeypatch.setenv("KQPLAN_NOW", "2026-12-02")
     gone = run_cli("validate", "base", "over")
@@ -127,6 +128,29 @@ def test_validate_refuses_expired_entries_and_warns_of_the_ones_expiring_soon(tm
     assert far.exit_code == 1
     assert "error[KQP159] {user=pay} expires 2026-12-01T00:00Z, further ahead than 3d" in far.stdout
     assert paths
+
+
+DEFAULT_WARNING = "the default [policy] expiry-warning; set it in kqplan.toml to change it"
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    (None, DEFAULT_WARNING), ("", DEFAULT_WARNING), ('[clusters]\n', DEFAULT_WARNING),
+    ('[policy]\nmax-expiry = "90d"\n', DEFAULT_WARNING),
+    ('[policy]\nexpiry-warning = "7d"\n', "[policy] expiry-warning in kqplan.toml"),
+], ids=["no-kqplan-toml", "empty-kqplan-toml", "no-policy-table", "policy-without-it", "set-to-7d"])
+def test_kqp161_names_the_default_unless_kqplan_toml_sets_it(tmp_path, monkeypatch, config, named):
+    """KQP161 blamed ``[policy] expiry-warning in kqplan.toml`` for the 7-day default too: with no
+    kqplan.toml, one without ``[policy]``, or a ``[policy]`` without the setting. Only a kqplan.toml
+    that sets it (to 7d as well) is named as where it is set."""
+    layers(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KQPLAN_NOW", "2026-11-25")
+    if config is not None:
+        (tmp_path / "kqplan.toml").write_text(config)
+    soon = run_cli("validate", "base", "over")
+    assert soon.exit_code == 0, soon.stdout + soon.stderr
+    assert (f"warning[KQP161] the override of {{user=pay}} expires 2026-12-01T00:00Z, within 7d ({named}); "
+            "from then on {user=pay} falls back to the layer beneath") in soon.stdout
 
 
 def test_a_bad_clock_is_an_error_not_a_traceback(tmp_path, box, monkeypatch):

@@ -185,14 +185,16 @@ def test_a_full_disk_keeps_the_old_state(tmp_path, flavor):
 
 
 def test_a_state_path_that_cannot_be_written_refuses_the_alter_in_process(tmp_path, capfd):
-    """In-process too (``Sandbox.start``): the directory of ``--state`` removed under a running
-    sandbox: the alter is refused, the state stays, stderr names the path."""
+    """In-process too (``Sandbox.start``): the directory of ``--state`` replaced by a file under a
+    running sandbox (a removed one is created again, as for every output file): the alter is
+    refused, the state stays, stderr names the path."""
     directory = tmp_path / "gone"
     directory.mkdir()
     state = directory / "state.json"
     config = SandboxConfig(state_file=state, seed=SMALL)
     with Sandbox.start(config) as sandbox:
         directory.rmdir()
+        directory.write_text("")
         with KafkaCluster(config_from_properties("", bootstrap=sandbox.bootstrap, source="t", env={})) as c:
             results = c.alter([Alteration(Entity.user("u0"), (Op("producer_byte_rate", 1.0),))],
                               validate_only=False)
