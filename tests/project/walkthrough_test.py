@@ -25,19 +25,28 @@ def walkthrough() -> str:
     return found.group(1)
 
 
-def test_the_walkthrough_runs_verbatim(tmp_path):
-    for port in PORTS:
+def as_the_clone(where: Path, venv: Path) -> Path:
+    """``where`` laid out as the clone the walkthrough expects: its ``.venv`` (``venv``) and examples."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / ".venv").symlink_to(venv)
+    (where / "examples").symlink_to(REPO / "examples")
+    return where
+
+
+def run_walkthrough(clone: Path, env: dict[str, str], ports: tuple[int, int] = PORTS) -> str:
+    """The walkthrough in ``bash -e`` from ``clone`` (see :func:`as_the_clone`), as written but its
+    sandboxes' ports, which ``ports`` replace: what it printed, once it has exited 0."""
+    script = walkthrough()
+    for written, port in zip(PORTS, ports, strict=True):
+        assert re.search(rf"\b{written}\b", script), f"the walkthrough no longer uses port {written}"
+        script = re.sub(rf"\b{written}\b", str(port), script)
+    for port in ports:
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", port)) != 0, (
                 f"port {port}, which the README's walkthrough uses, is taken on this machine")
-    # the clone, as the walkthrough expects it: its venv and its examples
-    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    script = tmp_path / "walkthrough.sh"
-    script.write_text(walkthrough())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KQPLAN_")}
+    (clone / "walkthrough.sh").write_text(script)
     # its own process group: the sandboxes it starts in the background stop with it, whatever fails
-    shell = subprocess.Popen(["bash", "-e", str(script)], cwd=tmp_path, env=env, text=True,
+    shell = subprocess.Popen(["bash", "-e", "walkthrough.sh"], cwd=clone, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
     try:
@@ -49,6 +58,10 @@ def test_the_walkthrough_runs_verbatim(tmp_path):
             shell.kill()
             shell.communicate()
     assert shell.returncode == 0, out
+    return out
+
+
+def assert_the_walkthrough_did_what_the_readme_says(out: str, clone: Path) -> None:
     assert "Wrote kqplan.toml with 2 cluster(s)." in out
     assert "No changes. The cluster matches the manifests." in out
     assert "+ {user=reporting}" in out
@@ -60,9 +73,16 @@ def test_the_walkthrough_runs_verbatim(tmp_path):
     assert "holds   reporting reads 1 MiB/s  (quotas/prod/tests.yaml:4:5)" in out
     assert out.rstrip().endswith("Quota tests after this plan: 1 hold, 0 fail (of 1).")  # bash -e: exit 0
     assert "{user=legacy}" not in out.split("drift found: exit 2")[1].split("(altered)")[1]  # not deleted
-    toml = (tmp_path / "demo" / "kqplan.toml").read_text()
+    toml = (clone / "demo" / "kqplan.toml").read_text()
     assert 'id = "kqplan-example-prod-eu"' in toml
     assert 'id = "staging-cluster"' in toml
+
+
+def test_the_walkthrough_runs_verbatim(tmp_path):
+    """In this venv (every extra): tests/project/extras_test.py runs it again in the base install."""
+    clone = as_the_clone(tmp_path, Path(sys.prefix))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KQPLAN_")}
+    assert_the_walkthrough_did_what_the_readme_says(run_walkthrough(clone, env), clone)
 
 
 def test_the_readme_s_links_point_at_files():
