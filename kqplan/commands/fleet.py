@@ -223,6 +223,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         else:
             from kqplan.fleet.columnar import Resources, impact_of_files
 
+            _import_charts_meanwhile(local_out)
             # DuckDB reads the usage files and aggregates the samples; the core resolves each principal
             impact = impact_of_files(states, [Path(u) for u in usage], q, window=window, progress=progress,
                                      seen=seen, resources=Resources.of_project(config))
@@ -247,6 +248,33 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         return ExitCode.ERROR
     hit = any(s.get("newly_throttled") for s in throttled.values())
     return ExitCode.ERROR if fail_on_throttle and hit else ExitCode.OK
+
+
+def _import_charts_meanwhile(out: Path | None) -> None:
+    """When charts will be drawn into ``out`` (a local directory), import matplotlib (~0.8 s) in a
+    thread of its own while the local engine reads the usage: DuckDB lets go of the GIL as it
+    scans, so the import runs on the other core. numpy, which both need, is imported here first,
+    so that no module is imported by both threads at once. An import that fails is left for the
+    charts to make again, and to name the extra it needs."""
+    import threading
+
+    if out is None:
+        return
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return
+
+    def load() -> None:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")  # files only, no display (as fleet.tables.charts says too)
+            import matplotlib.pyplot
+        except Exception:  # said again, with the extra it needs, when the charts import it
+            return
+
+    threading.Thread(target=load, name="kqplan-import-charts", daemon=True).start()
 
 
 def _out_for(engine: Engine, out: str | Path) -> tuple[Path | None, str]:

@@ -75,7 +75,8 @@ class FleetRecorder(ReportLifecycle):
 
     def progress(self) -> None:
         """The clusters as they stand now, ``in progress`` (only into a regular file)."""
-        self._progress(self._document(RunStatus.IN_PROGRESS, None))
+        if self._takes_progress():
+            self._progress(self._document(RunStatus.IN_PROGRESS, None))
 
     def finish(self, status: RunStatus) -> bool:
         """The run's end (``finished`` or ``cancelled``); whether it applied every cluster cleanly."""

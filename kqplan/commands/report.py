@@ -94,13 +94,18 @@ class ReportLifecycle:
     def _ended(self, exc: BaseException | None) -> None:
         """The block ended with the final document written (or no file): anything after it."""
 
-    def _progress(self, document: str) -> None:
-        """An ``in progress`` document, only into a regular file (a pipe or /dev/stdout gets the
-        final document alone)."""
+    def _takes_progress(self) -> bool:
+        """Whether ``in progress`` documents are written: only into a regular file (a pipe or
+        /dev/stdout gets the final document alone). Checked before a document is made, which costs
+        as much as the plan is long."""
         path = self.path
-        if path is None or (path.exists() and not path.is_file()):
-            return
-        write_atomically(path, document)
+        return path is not None and (not path.exists() or path.is_file())
+
+    def _progress(self, document: str) -> None:
+        """An ``in progress`` document (see :meth:`_takes_progress`)."""
+        if self._takes_progress():
+            assert self.path is not None
+            write_atomically(self.path, document)
 
     def _final(self, document: str) -> None:
         """The final document (again, when something is added to it)."""
@@ -135,7 +140,7 @@ class Recorder(ReportLifecycle):
     def begin(self) -> None:
         """Before the first request that changes anything: ``in progress``, every entity not sent
         yet (only into a regular file: a pipe or /dev/stdout gets the final document alone)."""
-        if self.journal is not None:
+        if self.journal is not None and self._takes_progress():
             self._progress(self._document(self.journal.report(RunStatus.IN_PROGRESS), finished=False))
 
     def finish(self, result: ApplyReport, *, quiet: bool = False, color: bool = False,
@@ -146,17 +151,22 @@ class Recorder(ReportLifecycle):
         self._result = result
         if verifying:
             self._enforcement = {"status": "in progress"}
-        document = self._document(result, finished=True)
-        self._final(document)
-        if self.as_json and not verifying:
-            self.streams.print(document, end="")
-        elif not quiet and not self.as_json:
+        if self.path is None and not self.as_json:  # nobody reads the document: none is made
+            self.done = True
+        else:
+            document = self._document(result, finished=True)
+            self._final(document)
+            if self.as_json and not verifying:
+                self.streams.print(document, end="")
+        if not quiet and not self.as_json:
             self.streams.print(render_apply(result, color=color), end="")
 
     def enforced(self, enforcement: dict[str, Any]) -> None:
         """The watch of the metrics ended: the report with its ``enforcement``, file and stdout."""
         assert self._result is not None
         self._enforcement = enforcement
+        if self.path is None and not self.as_json:
+            return
         document = self._document(self._result, finished=True)
         self._final(document)
         if self.as_json:

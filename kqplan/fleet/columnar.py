@@ -48,10 +48,11 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kqplan.config.model import ProjectConfig
 from kqplan.core.buckets import bucket_quota, shown
@@ -76,6 +77,8 @@ from kqplan.fleet.usage import USAGE_KEYS, Unit
 
 if TYPE_CHECKING:
     import duckdb
+
+_T = TypeVar("_T")
 
 MEMORY_FLOOR, MEMORY_CEILING = 512 * 2**20, 4 * 2**30
 """The bounds of DuckDB's memory when ``[limits] engine-memory-mib`` does not set it
@@ -247,19 +250,41 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
     units, untimed, samples, counts = _observed(con, paths, states, seen=seen)
     progress(f"Resolving {samples} samples")
     clusters = "cluster IN (" + (", ".join(literal(c) for c in sorted(states)) or "NULL") + ")"
-    stats = _stats(con, counts, q, clusters, held=held, memory=memory)
-    sides = _sides(states, units)
-    members = [Members.of(side) for side in sides]
-    numbers: dict[tuple[int, Group], int] = {}  # (side, bucket) -> its number
-    for side, found in enumerate(members):
-        for g in (*found.whole, *found.part):
-            numbers.setdefault((side, g), len(numbers))
-    totals = _timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q, window=window,
-                          held=held, memory=memory)
+    # DuckDB's statistics while Python resolves the units, its bucket sums while Python finds the
+    # unused entries: each pair overlaps on two cores (DuckDB lets go of the GIL while it works)
+    with _beside(con, lambda: _stats(con, counts, q, clusters, held=held, memory=memory)) as stats_done:
+        sides = _sides(states, units)
+        members = [Members.of(side) for side in sides]
+        numbers: dict[tuple[int, Group], int] = {}  # (side, bucket) -> its number
+        for side, found in enumerate(members):
+            for g in (*found.whole, *found.part):
+                numbers.setdefault((side, g), len(numbers))
+        stats = stats_done.result()
+    with _beside(con, lambda: _timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q,
+                                           window=window, held=held, memory=memory)) as totals_done:
+        unused = _unused(states, sides)
+        totals = totals_done.result()
     buckets = [_judged(states, side, found, untimed=untimed, totals=totals, numbers=numbers, stats=stats, q=q)
                for side, found in enumerate(members)]
-    return Impact(_rows(units, sides, buckets, stats), _unused(states, sides), untimed,
+    return Impact(_rows(units, sides, buckets, stats), unused, untimed,
                   sorted(b for judged in buckets for b in judged.values()))
+
+
+@contextmanager
+def _beside(con: duckdb.DuckDBPyConnection, work: Callable[[], _T]) -> Iterator[Future[_T]]:
+    """``work`` — queries on ``con``, which nothing else uses meanwhile — in a thread of its own
+    while the block runs Python. Leaving the block by an error or Ctrl-C interrupts the query and
+    waits for the thread; ``work``'s own error is raised by the future's ``result()``."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kqplan-duckdb")
+    try:
+        future = pool.submit(work)
+        try:
+            yield future
+        except BaseException:
+            con.interrupt()
+            raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, members: Members, *,

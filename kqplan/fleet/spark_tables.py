@@ -30,7 +30,7 @@ IMPACT = "impact.parquet"
 BUCKETS = "buckets.parquet"
 UNUSED = "unused.parquet"
 CHANGES = "changes.parquet"
-BUCKET_COLUMNS = tuple(BucketRow.__slots__)
+BUCKET_COLUMNS = BucketRow._fields
 
 
 def shown_tags(user: str | None, client_id: str | None) -> str | None:

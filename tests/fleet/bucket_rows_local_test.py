@@ -229,7 +229,7 @@ def test_the_tables_carry_the_new_columns(tmp_path):
     assert [written[c] for c in ("bucket", "after_split", "throttled_before", "would_throttle")] == [
         USER_BUCKET, True, False, None]
     buckets = pq.read_table(tmp_path / "buckets.parquet")
-    assert buckets.column_names == list(BucketRow.__slots__)
+    assert buckets.column_names == list(BucketRow._fields)
     assert [BucketRow(**r) for r in buckets.to_pylist()] == impact.buckets
 
 

@@ -11,7 +11,6 @@ import json
 import random
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +147,13 @@ def assert_same_impact(expected: Impact, got: Impact, *, exact_usage: bool = Tru
     assert got.untimed == expected.untimed
     assert len(got.rows) == len(expected.rows)
     for a, b in zip(expected.rows, got.rows, strict=True):
-        assert all(same(x, y) for x, y in zip(astuple(a), astuple(b), strict=True)), (a, b)
+        assert type(a) is type(b), (a, b)
+        assert all(same(x, y) for x, y in zip(a, b, strict=True)), (a, b)
         assert not exact_usage or a.usage == b.usage, (a, b)
     assert len(got.buckets) == len(expected.buckets)
     for c, d in zip(expected.buckets, got.buckets, strict=True):
-        assert all(same(x, y) for x, y in zip(astuple(c), astuple(d), strict=True)), (c, d)
+        assert type(c) is type(d), (c, d)
+        assert all(same(x, y) for x, y in zip(c, d, strict=True)), (c, d)
 
 
 # -- the impact, differentially ---------------------------------------------------------------------

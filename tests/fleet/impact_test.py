@@ -5,7 +5,6 @@ kqplan resolve and the core's bucket rule principal by principal."""
 from __future__ import annotations
 
 import math
-from dataclasses import astuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -63,10 +62,12 @@ def test_both_engines_agree_and_match_resolve_and_the_bucket_rule(spark, fleet, 
     assert on_spark.untimed == local.untimed
     assert len(on_spark.rows) == len(local.rows)
     for a, b in zip(local.rows, on_spark.rows, strict=True):
-        assert all(same(x, y) for x, y in zip(astuple(a), astuple(b), strict=True)), (a, b)
+        assert type(a) is type(b), (a, b)
+        assert all(same(x, y) for x, y in zip(a, b, strict=True)), (a, b)
     assert len(on_spark.buckets) == len(local.buckets)
     for c, d in zip(local.buckets, on_spark.buckets, strict=True):
-        assert all(same(x, y) for x, y in zip(astuple(c), astuple(d), strict=True)), (c, d)
+        assert type(c) is type(d), (c, d)
+        assert all(same(x, y) for x, y in zip(c, d, strict=True)), (c, d)
     assert not any(r.before_split or r.after_split or r.bucket for r in local.rows)  # principals: one bucket
     observed = {p for p in usage.principals if p[0] in fleet}
     assert {(r.cluster, r.user, r.client_id) for r in local.rows} == observed  # four rows each

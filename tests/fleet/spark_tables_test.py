@@ -55,14 +55,14 @@ def test_spark_writes_the_local_engines_tables_and_summaries(spark, tmp_path_fac
     local = impact_rows(fleet, observed, q)
     summary, histograms = write_impact(spark, fleet, samples_frame(spark, observed), q, out=out.as_uri())
     written = rows_of(out / "impact.parquet")
-    expected = sorted(tuple(getattr(r, c) for c in r.__slots__) for r in local.rows)
+    expected = sorted(tuple(r) for r in local.rows)
     assert len(written) == len(expected)
     for a, b in zip(written, expected, strict=True):
         assert all(close(x, y) for x, y in zip(a, b, strict=True)), (a, b)
     assert sorted(UnusedRow(*r) for r in rows_of(out / "unused.parquet")) == local.unused
     buckets = rows_of(out / "buckets.parquet")
     assert len(buckets) == len(local.buckets)
-    for c, d in zip(buckets, sorted(tuple(getattr(b, f) for f in b.__slots__) for b in local.buckets),
+    for c, d in zip(buckets, sorted(tuple(b) for b in local.buckets),
                     strict=True):
         assert all(close(x, y) for x, y in zip(c, d, strict=True)), (c, d)
     assert summary == summarize(local, fleet)
