@@ -1,3 +1,3 @@
 """kqplan: Kafka client quotas as code (validate, plan, apply, resolve)."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -126,3 +126,15 @@ def test_every_kqplan_version_in_the_docs_examples_and_workflows_is_the_package_
                   "examples/gitlab/.gitlab-ci.yml", "docs/getting-started.md", "docs/ci.md"):
         assert any(w.startswith(where + ":") for w in everywhere), (where, found)
     assert {v: w for v, w in found.items() if v != __version__} == {}
+
+
+def test_the_changelog_s_newest_release_is_the_package_s_version():
+    """The docs pin ``v{__version__}``: the CHANGELOG's newest release section is that version, and
+    no section above it names another (an "Unreleased (0.3.0)" over a package still at 0.2.0 had
+    the docs pin a release that lacked what they described)."""
+    headings = re.findall(r"^## (.+)$", (REPO / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    released = [h for h in headings if re.match(r"\d+\.\d+\.\d+\b", h)]
+    assert released, "no release section in CHANGELOG.md"
+    assert released[0].split()[0] == __version__, (released[0], __version__)
+    above = headings[:headings.index(released[0])]
+    assert all(h.startswith("Unreleased") and not re.search(r"\d+\.\d+", h) for h in above), above
