@@ -250,7 +250,8 @@ def _missing_directories(directory: Path) -> tuple[Path, list[Path]]:
 
 def _make_directories(target: Path) -> list[Path]:
     """Create the missing directories above ``target`` (the usual umask, as ``mkdir -p``): the ones
-    created, outermost first; a KqplanError naming the one that cannot be."""
+    created, outermost first. One that cannot be made raises its OSError (its filename the directory)
+    after the ones made before it are removed again."""
     existing, missing = _missing_directories(target.parent if str(target.parent) else Path("."))
     if not existing.is_dir():
         raise KqplanError(f"cannot write {_shown(target)}: {_shown(existing)} is not a directory",
@@ -265,10 +266,9 @@ def _make_directories(target: Path) -> list[Path]:
                     raise
                 continue  # made meanwhile, by someone else: theirs
             made.append(directory)
-    except OSError as exc:
+    except BaseException:  # Ctrl-C between two as well: none of them is left behind
         _remove_directories(made)
-        raise KqplanError(f"cannot write {_shown(target)}: cannot create directory {_shown(directory)} "
-                          f"({exc.strerror or exc})", hint="choose another output path") from None
+        raise  # an OSError as any other failed write (its filename the directory), for the caller to word
     return made
 
 

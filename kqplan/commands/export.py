@@ -111,9 +111,7 @@ def write_files(out: Path, files: list[ExportFile], *, force: bool, split: bool,
                           hint="to keep your edits and take single entities from the cluster use `kqplan "
                           "import --names … DIR`; to replace the files anyway pass --force")
     try:
-        for directory in sorted({path.parent for path in targets}):
-            directory.mkdir(parents=True, exist_ok=True)
-        write_all(targets)
+        write_all(targets)  # with the missing directories, removed again if it fails
         for path in stale:
             path.unlink()
             streams.warn(f"Removed {visible(str(path))}: its entities are no longer on the cluster.")

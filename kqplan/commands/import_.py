@@ -37,9 +37,7 @@ def unmanaged(desired: DesiredState, actual: QuotaState) -> list[Entity]:
 def _write(directory: Path, texts: dict[Path, str]) -> None:
     """Every file or none: each is written before any is renamed into place."""
     try:
-        for folder in sorted({path.parent for path in texts}):
-            folder.mkdir(parents=True, exist_ok=True)
-        write_all(texts)
+        write_all(texts)  # with the missing directories, removed again if it fails
     except OSError as exc:
         raise write_failure("import", directory, exc) from None
 

@@ -14,7 +14,6 @@ an ``id`` is named, with the line to add).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -245,22 +244,12 @@ def _where(path: Path, root: Path) -> str:
 
 
 def _write(files: Mapping[Path, str], root: Path) -> None:
-    """Every file at once; the directories made for them are removed again when that fails."""
-    made: list[Path] = []
+    """Every file at once, with the directories made for them (removed again when that fails:
+    :func:`kqplan.files.write_all`)."""
     try:
-        for directory in sorted({path.parent for path in files}):
-            for missing in reversed([directory, *directory.parents]):
-                if not missing.exists():
-                    missing.mkdir()
-                    made.append(missing)
         write_all(files)
-    except BaseException as exc:
-        for directory in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
-                directory.rmdir()
-        if isinstance(exc, OSError):
-            raise write_failure("init", root, exc) from None
-        raise
+    except OSError as exc:
+        raise write_failure("init", root, exc) from None
 
 
 def _layer_of(entry: ClusterEntry, root: Path, layers: str) -> Path:

@@ -438,7 +438,9 @@ def check_config(path: Path) -> tuple[ProjectConfig, list[Diagnostic]]:
     custom_keys = frozenset(custom["keys"]) - clash
     _check_clusters(path, text, doc, problems)
     table = raw.get("policy")  # what kqplan.toml itself sets: doc has every default filled in
-    configured = frozenset(table) & frozenset(POLICY_FIELDS) if type(table) is dict else frozenset()
+    # either spelling (max_delete reads as max-delete, as the schema accepts it)
+    configured = (frozenset(str(k).replace("_", "-") for k in table) & frozenset(POLICY_FIELDS)
+                  if type(table) is dict else frozenset())
     policy = replace(_policy(path, text, doc, custom_keys, problems), configured=configured)
     base = path.parent.resolve()
     waves = _waves(path, text, doc, problems)

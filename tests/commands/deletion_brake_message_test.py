@@ -61,3 +61,12 @@ def test_a_setting_kqplan_toml_sets_to_the_default_value_is_named_where_it_is_se
     assert _error(_plan(tmp_path, 100, 89, "max-delete = 10\n")) == [
         f"Error: the plan deletes 11 entities: more than 10 ([policy] max-delete in {config}) [KQP155]",
         HINT_START + "max-delete under [policy] in kqplan.toml"]
+
+
+def test_a_setting_spelled_with_underscores_is_named_where_it_is_set(tmp_path: Path):
+    """``max_delete = 5`` is the same setting as ``max-delete = 5`` (the schema takes both
+    spellings): kqplan.toml's, never "the default"."""
+    config = tmp_path / "kqplan.toml"
+    assert _error(_plan(tmp_path, 100, 94, "max_delete = 5\n")) == [
+        f"Error: the plan deletes 6 entities: more than 5 ([policy] max-delete in {config}) [KQP155]",
+        HINT_START + "max-delete under [policy] in kqplan.toml"]

@@ -26,13 +26,20 @@ def _defined(tree: ast.Module) -> list[str]:
     names = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if not node.decorator_list:  # a decorated one is used by its decorator (a CLI command)
+            if not any(_registers(d) for d in node.decorator_list):
                 names.append(node.name)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             names.append(node.targets[0].id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.append(node.target.id)
     return [n for n in names if not (n.startswith("__") and n.endswith("__"))]
+
+
+def _registers(decorator: ast.expr) -> bool:
+    """A decorator that registers what it decorates, which is then used by name nowhere: a CLI
+    command or callback (``@app.command(...)``, ``@app.callback()``)."""
+    call = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return isinstance(call, ast.Attribute) and call.attr in ("command", "callback")
 
 
 def unused_names(sources: dict[Path, str], package: Path) -> list[str]:
@@ -58,7 +65,8 @@ def test_the_scan_finds_a_name_defined_and_never_used(tmp_path: Path) -> None:
     package.mkdir()
     own, other = package / "m.py", package / "n.py"
     own.write_text("__all__ = []\n\n\ndef used():\n    pass\n\n\ndef budget_keys():\n    pass\n\n\n"
-                   "def elsewhere():\n    pass\n\n\nX = used()\n")
+                   "def elsewhere():\n    pass\n\n\n@app.command()\ndef cmd():\n    pass\n\n\n"
+                   "@dataclass\nclass Unused:\n    pass\n\n\nX = used()\n")
     other.write_text("from pkg.m import elsewhere\n\nelsewhere()\n")
     sources = {p: p.read_text() for p in (own, other)}
-    assert unused_names(sources, package) == ["pkg/m.py: budget_keys", "pkg/m.py: X"]
+    assert unused_names(sources, package) == ["pkg/m.py: budget_keys", "pkg/m.py: Unused", "pkg/m.py: X"]

@@ -490,6 +490,8 @@ def _action_install(tmp_path: Path, **inputs: str) -> list[str]:
     ({"source": "git+https://github.com/o/kqplan@v1", "usage": "usage"},
      "kqplan[fleet] @ git+https://github.com/o/kqplan@v1"),
     ({"source": "dist/kqplan-1-py3-none-any.whl", "usage": "usage"}, "dist/kqplan-1-py3-none-any.whl[fleet]"),
+    ({"source": "https://example.com/kqplan-1-py3-none-any.whl", "usage": "usage"},
+     "kqplan[fleet] @ https://example.com/kqplan-1-py3-none-any.whl"),
 ])
 def test_the_action_installs_the_fleet_extra_when_it_is_given_usage(tmp_path, inputs, requirement):
     assert _action_install(tmp_path, **inputs) == [f"python -m pip install --quiet {requirement}",
