@@ -253,9 +253,9 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
 def _import_charts_meanwhile(out: Path | None) -> None:
     """When charts will be drawn into ``out`` (a local directory), import matplotlib (~0.8 s) in a
     thread of its own while the local engine reads the usage: DuckDB lets go of the GIL as it
-    scans, so the import runs on the other core. numpy, which both need, is imported here first,
-    so that no module is imported by both threads at once. An import that fails is left for the
-    charts to make again, and to name the extra it needs."""
+    scans, so the import runs on the other core. numpy, the big module both need, is imported here
+    first; modules both threads import meanwhile wait on CPython's per-module import locks. An
+    import that fails is left for the charts to make again, and to name the extra it needs."""
     import threading
 
     if out is None:
@@ -401,9 +401,7 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
                                           rules=rules, labels=label_map, streams=streams)
     files: dict[Path, str | bytes] = {table: proposals_parquet(rows), **texts}
     files[inside(out, manifests.PROPOSALS_MD)] = render_markdown(markdown_view(outcomes, rules, limit=None))
-    for folder in {path.parent for path in files}:
-        folder.mkdir(parents=True, exist_ok=True)
-    write_all(files)  # the whole set, or (a write failing) none of it
+    write_all(files)  # the whole set and its missing directories, or (a write failing) none of it
     invalid = manifests.invalid(outcomes, config, streams)
     if fmt is FleetFormat.JSON:
         streams.print(render_json(outcomes, table), end="")

@@ -80,7 +80,10 @@ class FleetRecorder(ReportLifecycle):
 
     def finish(self, status: RunStatus) -> bool:
         """The run's end (``finished`` or ``cancelled``); whether it applied every cluster cleanly."""
-        self._final(self._document(status, None))
+        if self.path is not None:  # no --report: nobody reads the document
+            self._final(self._document(status, None))
+        else:
+            self.done = True
         return _ok(status, self.runs)
 
     def _stopped_document(self, status: RunStatus, error: str | None) -> str:

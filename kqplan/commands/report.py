@@ -102,10 +102,10 @@ class ReportLifecycle:
         return path is not None and (not path.exists() or path.is_file())
 
     def _progress(self, document: str) -> None:
-        """An ``in progress`` document (see :meth:`_takes_progress`)."""
-        if self._takes_progress():
-            assert self.path is not None
-            write_atomically(self.path, document)
+        """An ``in progress`` document, where :meth:`_takes_progress` (which the caller asks before
+        making it)."""
+        assert self.path is not None
+        write_atomically(self.path, document)
 
     def _final(self, document: str) -> None:
         """The final document (again, when something is added to it)."""
@@ -134,7 +134,8 @@ class Recorder(ReportLifecycle):
         own plan (``plan`` is it retargeted at the cluster as it is now), whose digest the report
         records."""
         self.journal = Journal(plan)
-        self.digest = str(plan_to_json(saved or plan)["digest"]) if self.path is not None else None
+        self.digest = (str(plan_to_json(saved or plan)["digest"]) if self.path is not None or self.as_json
+                       else None)
         return self.journal
 
     def begin(self) -> None:

@@ -48,7 +48,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,15 +273,19 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
 @contextmanager
 def _beside(con: duckdb.DuckDBPyConnection, work: Callable[[], _T]) -> Iterator[Future[_T]]:
     """``work`` — queries on ``con``, which nothing else uses meanwhile — in a thread of its own
-    while the block runs Python. Leaving the block by an error or Ctrl-C interrupts the query and
-    waits for the thread; ``work``'s own error is raised by the future's ``result()``."""
+    while the block runs Python. Leaving the block by an error or Ctrl-C interrupts ``work``'s
+    queries until it ends (an interrupt reaches only a query running at that moment: ``work`` may
+    be between two), so the connection is never closed under it; ``work``'s own error is raised by
+    the future's ``result()``."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kqplan-duckdb")
     try:
         future = pool.submit(work)
         try:
             yield future
         except BaseException:
-            con.interrupt()
+            while not future.done():
+                con.interrupt()
+                wait([future], timeout=0.05)
             raise
     finally:
         pool.shutdown(wait=True)
@@ -297,6 +301,8 @@ def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, memb
     number: known, most; none: no samples); an untimed one's the members' statistics summed."""
     indexes: dict[str, QuotaIndex] = {}  # only for a bucket no unit is wholly in: a few
     judged: dict[Group, BucketRow] = {}
+    groups: dict[Entity, str] = {}  # each bucket's shown form and each source's display, once:
+    sources: dict[Entity, str] = {}  # a bucket is judged once per key
     for g in (*members.whole, *members.part):
         if g in judged:
             continue
@@ -315,7 +321,11 @@ def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, memb
             hit = bucket_quota(indexes[cluster], group, key)
         assert hit is not None  # a class of a unit falls in it: its quota is set
         value, origin = hit
-        judged[g] = BucketRow(cluster, key, SIDES[side], shown(group), value, origin.display, known, most,
+        if group not in groups:
+            groups[group] = shown(group)
+        if origin not in sources:
+            sources[origin] = origin.display
+        judged[g] = BucketRow(cluster, key, SIDES[side], groups[group], value, sources[origin], known, most,
                               verdict(value, known, most), len(whole), len(part))
     return judged
 

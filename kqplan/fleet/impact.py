@@ -248,15 +248,20 @@ def _sides(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[
 
 def _principal(found: Effective, user: str, client_id: str, levels: dict[Entity, Level | None]
                ) -> dict[str, tuple[frozenset[Entity | None], float | None, Entity | None]]:
-    """A principal's bucket per key (``levels``: each source's level, cached)."""
+    """A principal's bucket per key (``levels``: each source's level, cached; keys whose sources
+    share a level share its bucket, made once)."""
     keys: dict[str, tuple[frozenset[Entity | None], float | None, Entity | None]] = {}
+    made: dict[Level, frozenset[Entity | None]] = {}
     for key, (value, origin) in zip(USAGE_KEYS, found, strict=True):
         if origin is None:
             keys[key] = (_UNLIMITED, None, None)
             continue
         level = levels[origin] if origin in levels else levels.setdefault(origin, level_of(origin))
         assert level is not None
-        keys[key] = (frozenset((bucket(level, user, client_id),)), value, origin)
+        where = made.get(level)
+        if where is None:
+            where = made[level] = frozenset((bucket(level, user, client_id),))
+        keys[key] = (where, value, origin)
     return keys
 
 
