@@ -5,6 +5,7 @@ the invariant every fault must leave true — checked against the cluster read d
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -75,12 +76,19 @@ class Users:
 
     def set_all(self, rate: float | None) -> None:
         """Every user at ``rate`` (None: removed), straight to the broker, 1,000 per request (a
-        KRaft controller takes at most 10,000 records per request)."""
+        KRaft controller takes at most 10,000 records per request); returns once describe shows
+        them all so. A KRaft broker answers describe from its metadata image, which follows the
+        controller's acknowledgement a little later: a plan made at once could see part of the
+        change, and the apply's re-describe before its alter the rest ("changed underneath")."""
         with KafkaCluster.connect(self.direct, None) as cluster:
             for i in range(0, self.count, 1_000):
                 results = cluster.alter([Alteration(Entity.user(u), (Op("producer_byte_rate", rate),))
                                          for u in self.names[i:i + 1_000]], validate_only=False)
                 assert all(r.ok for r in results), [r for r in results if not r.ok][:3]
+        deadline = time.monotonic() + 60
+        while (behind := [u for u, v in self.stored().items() if v != rate]):
+            assert time.monotonic() < deadline, f"{len(behind)} users not yet at {rate} after 60 s"
+            time.sleep(0.1)
 
     def set_all_removed(self) -> None:
         self.set_all(None)
