@@ -88,9 +88,10 @@ def test_a_fraction_on_a_whole_number_key(real_kafka, prefix, tmp_path):
             f"{path}:5:34: error[KQP145] {{user={prefix}}}: a ZooKeeper-mode broker stores 1235.0000001 "
             "as 1235 (producer_byte_rate is LONG): the plan would never converge; write the whole number")
         assert "AlterClientQuotas" not in sent
-        # refused before the cluster's quotas are read: the describe was sent ahead while the
-        # manifests loaded (commands/plan.py describing_ahead), and its answer is never read
-        assert sent.get("DescribeClientQuotas") == 1
+        # refused before the cluster's quotas are read: the describe sent ahead while the manifests
+        # load (describing_ahead) may or may not have left before the refusal, under load it has
+        # not (a full run saw none); never a second one, never an alter
+        assert sent.get("DescribeClientQuotas", 0) <= 1
         assert state(real_kafka, mine(prefix)) == {}
         write_manifest(path, f"entities:\n  - user: {prefix}\n    quotas: {{producer_byte_rate: 1235}}\n")
         applied = run_cli("apply", path, "--auto-approve", "--bootstrap-server", real_kafka.bootstrap)

@@ -25,10 +25,14 @@ def test_an_error_between_two_queries_still_stops_the_second() -> None:
         time.sleep(0.3)  # the error lands here, while no query runs
         return con.execute(LONG).fetchall()
 
+    def python_side() -> None:
+        with _beside(con, work):
+            assert between.wait(10)
+            raise RuntimeError("python side failed")
+
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match="python side failed"), _beside(con, work):
-        assert between.wait(10)
-        raise RuntimeError("python side failed")
+    with pytest.raises(RuntimeError, match="python side failed"):
+        python_side()
     assert time.monotonic() - started < 30  # the long query was interrupted, not run to its end
     assert con.execute("SELECT 2").fetchall() == [(2,)]  # the connection is free again
     con.close()
