@@ -46,10 +46,14 @@ class FleetFormat(StrEnum):
 
 @contextmanager
 def _spark(streams: Streams, progress: Progress, master: str | None, remote: str | None,
-           label: str) -> Iterator[Any]:
+           label: str, *, memory_mib: int | None, out_is_uri: bool = False) -> Iterator[Any]:
     """A Spark session where ``--spark-master``/``--spark-remote`` or ``SPARK_REMOTE`` say, its
-    progress reported as ``label``; a Connect server taken from the environment is named on stderr."""
+    progress reported as ``label``; a Connect server taken from the environment is named on stderr.
+    A driver it starts gets ``memory_mib`` (``[limits] engine-memory-mib``; None: sized from the
+    machine), and running out of it is an error naming the ways out (``out_is_uri``: the tables
+    already go to a URI)."""
     from kqplan.fleet.spark import session, ticking, watch, where
+    from kqplan.fleet.spark_memory import driver_memory, memory_errors
 
     target = where(master, remote)
     if target.from_environment:
@@ -59,8 +63,10 @@ def _spark(streams: Streams, progress: Progress, master: str | None, remote: str
     progress(starting)
     with ExitStack() as stack:
         with ticking(progress, lambda: starting):  # a CI log hears a session that is slow to start
-            spark = stack.enter_context(session(master=target.master, remote=target.remote))
+            spark = stack.enter_context(session(master=target.master, remote=target.remote,
+                                                driver_memory=driver_memory(memory_mib)))
         stack.enter_context(watch(spark, progress, label))
+        stack.enter_context(memory_errors(spark, out_is_uri=out_is_uri))
         yield spark
 
 
@@ -102,7 +108,9 @@ def plan_command(config: ProjectConfig, names: Sequence[str], *, engine: Engine,
             from kqplan.fleet.spark import change_frame, check_filesystems, collect_rows
             from kqplan.fleet.spark_tables import CHANGES, write_table
 
-            with _spark(streams, progress, spark_master, spark_remote, "Joining on Spark") as spark:
+            with _spark(streams, progress, spark_master, spark_remote, "Joining on Spark",
+                        memory_mib=config.engine_memory_mib,
+                        out_is_uri=out is not None and local_out is None) as spark:
                 if out is not None and local_out is None:
                     check_filesystems(spark, [("--out", out)])
                 frame = change_frame(spark, [r.value[1] for r in results if r.value is not None])
@@ -208,8 +216,8 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
             from kqplan.fleet.spark_tables import write_impact as spark_write_impact
             from kqplan.fleet.spark_usage import usage_frame
 
-            with _spark(streams, progress, spark_master, spark_remote,
-                        "Resolving the usage on Spark") as spark:
+            with _spark(streams, progress, spark_master, spark_remote, "Resolving the usage on Spark",
+                        memory_mib=config.engine_memory_mib, out_is_uri=local_out is None) as spark:
                 if local_out is None:  # Spark has the filesystem it writes to, before any work
                     check_filesystems(spark, [("--out", out)])
                 # Spark reads the usage itself: 10^7 samples never pass through this process
@@ -393,8 +401,8 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
                                 progress=progress, label="Describing")
         states = {r.cluster: r.value[0] for r in results if r.value is not None}
         rows = _proposals(streams, progress, states, usage=usage, tables=tables, rules=rules, engine=engine,
-                          window=window,
-                          seen=seen, spark_master=spark_master, spark_remote=spark_remote)
+                          window=window, seen=seen, spark_master=spark_master, spark_remote=spark_remote,
+                          memory_mib=config.engine_memory_mib)
     table = inside(out, manifests.PROPOSALS_TABLE)
     guards = {e.name: e.id for e in entries}
     outcomes, texts = manifests.manifests(results, rows, folders=folders, guards=guards, config=config,
@@ -415,14 +423,15 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
 def _proposals(streams: Streams, progress: Progress, states: Mapping[str, QuotaState], *,
                usage: Sequence[str | Path], tables: Sequence[str], rules: Rules, engine: Engine,
                window: float, seen: Callable[[Collection[str]], None], spark_master: str | None,
-               spark_remote: str | None) -> list[ProposalRow]:
+               spark_remote: str | None, memory_mib: int | None) -> list[ProposalRow]:
     """The proposal rows of the described clusters, from the usage read by the engine; ``seen``
     hears every cluster the usage names before anything is proposed."""
     if engine is Engine.SPARK:
         from kqplan.fleet.spark_rightsize import spark_proposal_rows
         from kqplan.fleet.spark_usage import usage_frame
 
-        with _spark(streams, progress, spark_master, spark_remote, "Proposing on Spark") as spark:
+        with _spark(streams, progress, spark_master, spark_remote, "Proposing on Spark",
+                    memory_mib=memory_mib) as spark:
             frame = usage_frame(spark, usage, tables, checked=False)  # checked as it is aggregated
             return spark_proposal_rows(spark, states, frame, rules, window=window, seen=seen)
     from kqplan.fleet.rightsize import proposal_rows

@@ -175,7 +175,8 @@ class ProjectConfig:
     """Bound of any other file read whole (snapshot, seed, saved plan, client properties, principals):
     ``[limits] max-input-mib``; ``kqplan.files.DEFAULT_INPUT_LIMIT`` when no kqplan.toml says."""
     engine_memory_mib: int | None = None
-    """``[limits] engine-memory-mib``: the local fleet engine's memory (None: sized from the machine)."""
+    """``[limits] engine-memory-mib``: the fleet engines' memory — DuckDB's, and the heap of a Spark
+    driver kqplan starts (None: sized from the machine)."""
     engine_spill: str | None = None
     """``[limits] engine-spill``: where the local fleet engine spills (a directory from kqplan.toml's;
     "" for nowhere; None: the system's temporary directory)."""

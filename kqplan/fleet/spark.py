@@ -184,10 +184,13 @@ def ticking(progress: Progress, text: Callable[[], str], *, every: float = 0.5) 
 
 
 @contextmanager
-def session(*, master: str | None = None, remote: str | None = None) -> Iterator[Any]:
+def session(*, master: str | None = None, remote: str | None = None,
+            driver_memory: str | None = None) -> Iterator[Any]:
     """A SparkSession where :func:`where` says: local (``master``, default ``local[*]``) or Spark
     Connect (``remote``, ``sc://HOST:PORT``, or ``SPARK_REMOTE``); the driver binds to loopback
-    unless SPARK_LOCAL_IP says otherwise, and Spark's log noise stays off the terminal."""
+    unless SPARK_LOCAL_IP says otherwise, and Spark's log noise stays off the terminal.
+    ``driver_memory``: ``spark.driver.memory`` of a driver this call starts
+    (:func:`kqplan.fleet.spark_memory.driver_memory`)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -214,22 +217,7 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
         if remote:
             builder = builder.remote(remote)
         else:
-            builder = (builder.master(master or "local[*]").config("spark.ui.enabled", "false")
-                       .config("spark.sql.shuffle.partitions", "4")
-                       .config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
-            if (master or "local").startswith("local"):
-                # the driver's memory, one JVM with the executor's: each small table a join
-                # broadcasts holds a memory page until Spark's cleaner frees it (the default, 32 MB
-                # with one core and a 1 GB driver, let a few impact jobs in one process fill it), and
-                # the UI's store, off with the UI, keeps every query's plan (1000 by default)
-                builder = (builder.config("spark.buffer.pageSize", "2m")
-                           .config("spark.sql.ui.retainedExecutions", "20")
-                           # the status store keeps every job, stage and task (1000, 1000,
-                           # 100,000 by default) though no UI reads them: ~0.4 GiB of the heap
-                           # after a few hundred small jobs
-                           .config("spark.ui.retainedJobs", "50").config("spark.ui.retainedStages", "50")
-                           .config("spark.ui.retainedTasks", "1000"))
+            builder = _started_here(builder, master or "local[*]", driver_memory)
         # a session this process already runs (an application embedding kqplan, a test suite) is
         # reused by getOrCreate and is not kqplan's to stop
         existing = None if remote else SparkSession.getActiveSession()
@@ -262,6 +250,29 @@ def session(*, master: str | None = None, remote: str | None = None) -> Iterator
             sys.stderr.write(f"Spark's own log: {log}\n")
         elif log is not None:
             Path(log).unlink(missing_ok=True)
+
+
+def _started_here(builder: Any, master: str, driver_memory: str | None) -> Any:
+    """``builder`` of a session whose driver this process starts (on ``master``)."""
+    builder = (builder.master(master).config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
+    if driver_memory:
+        builder = builder.config("spark.driver.memory", driver_memory)
+    if master.startswith("local"):
+        # the driver's memory, one JVM with the executor's: each small table a join
+        # broadcasts holds a memory page until Spark's cleaner frees it (the default, 32 MB
+        # with one core and a 1 GB driver, let a few impact jobs in one process fill it), and
+        # the UI's store, off with the UI, keeps every query's plan (1000 by default)
+        builder = (builder.config("spark.buffer.pageSize", "2m")
+                   .config("spark.sql.ui.retainedExecutions", "20")
+                   # the status store keeps every job, stage and task (1000, 1000,
+                   # 100,000 by default) though no UI reads them: ~0.4 GiB of the heap
+                   # after a few hundred small jobs
+                   .config("spark.ui.retainedJobs", "50").config("spark.ui.retainedStages", "50")
+                   .config("spark.ui.retainedTasks", "1000"))
+    return builder
 
 
 # -- the filesystems of URIs: which one Spark lacks, or cannot reach, and how to add it -------------

@@ -1,0 +1,121 @@
+"""The Spark driver's memory (issue 42): a driver kqplan starts gets ``[limits] engine-memory-mib``
+or a size from the machine, the user's own Spark configuration wins, too little is refused before
+a JVM starts, and a JVM out of heap is an error naming the heap and the ways out — never an
+internal error with a Java stack. The JVMs here are real, each in a process of its own (the test
+process's session has its own heap, tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.columnar import default_memory
+from kqplan.fleet.spark_memory import DRIVER_FLOOR, driver_memory, set_elsewhere
+from tests.fleet.engine_memory_test import _project, _windows
+from tests.helpers import run_kqplan
+
+MIB = 2**20
+
+
+def test_the_driver_gets_kqplan_toml_s_memory_or_a_size_from_the_machine() -> None:
+    assert driver_memory(2048, {}) == "2048m"
+    assert driver_memory(512, {}) == "512m"
+    assert driver_memory(None, {}) == f"{max(DRIVER_FLOOR, default_memory()) // MIB}m"
+    assert max(DRIVER_FLOOR, default_memory()) >= 2**30  # never below pyspark's own 1 GiB
+
+
+@pytest.mark.parametrize("args", ["--driver-memory 3g pyspark-shell", "--driver-memory=3g pyspark-shell",
+                                  "--conf spark.driver.memory=3g pyspark-shell",
+                                  "--master local[2] --conf 'spark.driver.memory=3g' pyspark-shell"])
+def test_pyspark_submit_args_that_size_the_driver_win(args: str) -> None:
+    assert set_elsewhere({"PYSPARK_SUBMIT_ARGS": args})
+    assert driver_memory(2048, {"PYSPARK_SUBMIT_ARGS": args}) is None
+    assert driver_memory(1, {"PYSPARK_SUBMIT_ARGS": args}) is None  # kqplan.toml's value is not used
+
+
+@pytest.mark.parametrize(("defaults", "theirs"), [
+    ("spark.driver.memory 6g\n", True),
+    ("spark.master local[2]\n  spark.driver.memory=6g\n", True),
+    ("# spark.driver.memory 6g\nspark.executor.memory 2g\n", False),
+    ("spark.driver.memoryOverhead 1g\n", False),
+])
+def test_spark_defaults_conf_that_sizes_the_driver_wins(tmp_path: Path, defaults: str, theirs: bool) -> None:
+    (tmp_path / "spark-defaults.conf").write_text(defaults)
+    assert set_elsewhere({"SPARK_CONF_DIR": str(tmp_path)}) is theirs
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text(defaults)
+    assert set_elsewhere({"SPARK_HOME": str(tmp_path)}) is theirs
+    assert (driver_memory(2048, {"SPARK_CONF_DIR": str(tmp_path)}) is None) is theirs
+    assert not set_elsewhere({"SPARK_CONF_DIR": str(tmp_path / "nowhere")})
+    # unbalanced quotes: spark-submit's to refuse
+    assert not set_elsewhere({"PYSPARK_SUBMIT_ARGS": "--master 'local[2] pyspark-shell"})
+
+
+def test_less_than_a_driver_needs_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    with pytest.raises(KqplanError, match=r"engine-memory-mib = 300 in kqplan.toml is less than the 512 MiB"):
+        driver_memory(300, {})
+    home = _project(tmp_path, "engine-memory-mib = 300")
+    _windows(home / "usage.parquet", 3, 2)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR")}
+    for command in (["impact", "--usage", "usage.parquet", "--out", "out"],
+                    ["rightsize", "--usage", "usage.parquet", "--out", "out"], ["plan", "--out", "out"]):
+        result = run_kqplan("fleet", *command, "--engine", "spark", cwd=home, env=env)
+        assert result.exit_code == 1, result.stderr
+        assert "[limits] engine-memory-mib = 300 in kqplan.toml is less than the 512 MiB a Spark driver " \
+            "needs" in result.stderr, command
+        assert "Traceback" not in result.stderr
+        assert "internal error" not in result.stderr
+        assert not (home / "out").exists()
+
+
+_OUT_OF_HEAP = """
+import json, sys
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.spark import session
+from kqplan.fleet.spark_memory import driver_memory, heap_mib, memory_errors
+
+said = {}
+with session(master="local[1]", driver_memory=driver_memory(600)) as spark:
+    said["heap"] = heap_mib(spark)
+    for out_is_uri in (False, True):
+        try:
+            with memory_errors(spark, out_is_uri=out_is_uri):  # a 1.2 GB string in a 600 MiB heap
+                spark.range(1).selectExpr("repeat('x', 400000000) as s").selectExpr(
+                    "length(concat(s, s, s)) as n").collect()
+        except KqplanError as exc:
+            said[str(out_is_uri)] = [exc.message, exc.hint]
+    with memory_errors(spark, out_is_uri=False):  # any other error passes as it was
+        try:
+            spark.sql("select * from no_such_table").collect()
+        except KqplanError:
+            said["other"] = "said as out of memory"
+        except Exception as exc:
+            said["other"] = type(exc).__name__
+json.dump(said, sys.stdout)
+"""
+
+
+def test_a_driver_out_of_heap_is_an_error_that_names_its_heap_and_the_ways_out(tmp_path: Path) -> None:
+    """A real local driver started with 600 MiB (from kqplan.toml's value) runs out of it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR")}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_OUT_OF_HEAP)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = json.loads(proc.stdout)
+    assert 540 <= said["heap"] <= 600  # the JVM's -Xmx is the value asked for
+    message, hint = said["False"]
+    assert message == ("Spark's driver ran out of its {} MiB of heap (java.lang.OutOfMemoryError); in local "
+                       "mode the driver's JVM runs the tasks too").format(said["heap"])
+    assert "raise [limits] engine-memory-mib in kqplan.toml" in hint
+    assert "spark.driver.memory" in hint
+    assert "give --out a URI" in hint
+    assert said["True"][0] == message
+    assert "give --out a URI" not in said["True"][1]  # the tables already go to one
+    assert said["other"] == "AnalysisException"
