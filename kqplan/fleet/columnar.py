@@ -37,9 +37,8 @@ computes ``lo + (hi - lo) * d``: the same number but for the last bits, as for a
 over its windows. Window means and bucket sums are added in DuckDB's order, not the reference's:
 the last bits again (the Spark engine differs alike; tests/fleet compare both so).
 
-DuckDB runs on every core this process may use, within the memory :class:`Resources` gives it,
-spilling what it can to a directory of its own (10^7 samples of any shape: at most ~1.1 GiB of RSS
-for the whole command; benchmarks/README.md, issue 42).
+DuckDB runs on every core this process may use within :class:`Resources`, spilling to a directory
+of its own (10^7 samples of any shape: under 1 GiB for the whole command; benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -81,8 +80,12 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 MEMORY_FLOOR, MEMORY_CEILING = 512 * 2**20, 4 * 2**30
-"""The bounds of DuckDB's memory when ``[limits] engine-memory-mib`` does not set it
-(:func:`default_memory`)."""
+"""DuckDB's memory when ``[limits] engine-memory-mib`` does not set it (:func:`default_memory`)."""
+
+SPILLED = 512 * 2**20
+"""What DuckDB's aggregations that spill (the usage's scan, the window means) may hold, spilling
+on; they run while Python holds the resolved principals (benchmarks/README.md, issue 42: the peak
+at 10M samples about 0.8x, at 30M 0.56x, at the same speed). The statistics get the whole memory."""
 
 HELD = 4_000_000
 """The most values one statistics query keeps of its units' top (or bottom) samples (~16 bytes
@@ -138,6 +141,12 @@ class Resources:
     memory: int
     spill: Path | None
 
+    @property
+    def spilled(self) -> int:
+        """DuckDB's memory for the aggregations that spill: :data:`SPILLED`, or an eighth of
+        ``memory`` when more; all of it when spilling is off (they must fit)."""
+        return min(self.memory, max(SPILLED, self.memory // 8)) if self.spill is not None else self.memory
+
     @classmethod
     def of(cls, memory_mib: int | None = None, spill: str | None = None) -> Resources:
         """From ``[limits]``: ``engine-memory-mib`` (default :func:`default_memory`) and
@@ -191,12 +200,14 @@ def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: 
     with _connected(limits) as con:
         try:
             return _impact(con, states, paths, q, window=window, progress=report, held=held, seen=seen,
-                           memory=limits.memory)
+                           limits=limits)
         except duckdb.OutOfMemoryException as exc:
             where = ("and spilling" if limits.spill is not None
                      else "with spilling off ([limits] engine-spill)")
-            raise KqplanError(f"the local engine ran out of its {limits.memory / 2**20:,.0f} MiB of memory "
-                              f"{where}: {_first_line(exc)}",
+            scans = f" ({limits.spilled / 2**20:,.0f} MiB of it for the scans that spill)" \
+                if limits.spilled < limits.memory else ""
+            raise KqplanError(f"the local engine ran out of its {limits.memory / 2**20:,.0f} MiB of memory"
+                              f"{scans} {where}: {_first_line(exc)}",
                               hint="raise [limits] engine-memory-mib in kqplan.toml, give fewer usage files "
                               "(a shorter time range), or use --engine spark") from None
         except duckdb.Error as exc:
@@ -223,8 +234,9 @@ def _connected(limits: Resources) -> Iterator[duckdb.DuckDBPyConnection]:
     import duckdb
 
     with contextlib.ExitStack() as stack:
+        # freed memory back to the system between queries (245 -> 78 MiB after a scan of 10M samples)
         config: dict[str, Any] = {"threads": cores(), "memory_limit": f"{limits.memory // 2**20}MiB",
-                                  "preserve_insertion_order": False}
+                                  "preserve_insertion_order": False, "allocator_background_threads": True}
         if limits.spill is not None:
             try:
                 config["temp_directory"] = stack.enter_context(
@@ -245,9 +257,11 @@ def _connected(limits: Resources) -> Iterator[duckdb.DuckDBPyConnection]:
 def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaState, QuotaState]],
             paths: Sequence[Path], q: float | None, *, window: float,
             progress: Callable[[str], None], held: int,
-            seen: Callable[[Collection[str]], None] | None, memory: int) -> Impact:
+            seen: Callable[[Collection[str]], None] | None, limits: Resources) -> Impact:
     progress("Reading the usage with DuckDB")
-    units, untimed, samples, counts = _observed(con, paths, states, seen=seen)
+    memory = limits.memory
+    with _within(con, limits.spilled, memory):
+        units, untimed, samples, counts = _observed(con, paths, states, seen=seen)
     progress(f"Resolving {samples} samples")
     clusters = "cluster IN (" + (", ".join(literal(c) for c in sorted(states)) or "NULL") + ")"
     # DuckDB's statistics while Python resolves the units, its bucket sums while Python finds the
@@ -261,13 +275,26 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
                 numbers.setdefault((side, g), len(numbers))
         stats = stats_done.result()
     with _beside(con, lambda: _timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q,
-                                           window=window, held=held, memory=memory)) as totals_done:
+                                           window=window, held=held, limits=limits)) as totals_done:
         unused = _unused(states, sides)
         totals = totals_done.result()
     buckets = [_judged(states, side, found, untimed=untimed, totals=totals, numbers=numbers, stats=stats, q=q)
                for side, found in enumerate(members)]
     return Impact(_rows(units, sides, buckets, stats), unused, untimed,
                   sorted(b for judged in buckets for b in judged.values()))
+
+
+@contextmanager
+def _within(con: duckdb.DuckDBPyConnection, memory: int, otherwise: int) -> Iterator[None]:
+    """DuckDB's memory limit ``memory`` while the block runs, ``otherwise`` after it."""
+    if memory == otherwise:
+        yield
+        return
+    con.execute(f"SET memory_limit = '{memory // 2**20}MiB'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = '{otherwise // 2**20}MiB'")
 
 
 @contextmanager
@@ -391,7 +418,7 @@ def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], 
 
 def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: Sequence[Members], *,
                  numbers: Mapping[tuple[int, Group], int], untimed: Collection[str],
-                 q: float | None, window: float, held: int, memory: int
+                 q: float | None, window: float, held: int, limits: Resources
                  ) -> dict[int, tuple[float | None, float | None]]:
     """Bucket number -> its usage (known, most), for the buckets of timed clusters and keys with
     samples: per window, each unit's mean summed over the units wholly in the bucket (known) and
@@ -431,8 +458,10 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
            for i, c in enumerate(("cluster", "user", "client_id", "bucket"))}}))
     present = [k for k in USAGE_KEYS if k in keys]
     means = ", ".join(f"avg({quoted(k)}) AS {quoted(k)}" for k in present)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, floor(ts / {double(window)})::BIGINT "
-                f"AS w, {means} FROM {VIEW} JOIN kq_placed USING ({UNIT}) WHERE NOT kq_refused GROUP BY ALL")
+    with _within(con, limits.spilled, limits.memory):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, "
+                    f"floor(ts / {double(window)})::BIGINT AS w, {means} FROM {VIEW} "
+                    f"JOIN kq_placed USING ({UNIT}) WHERE NOT kq_refused GROUP BY ALL")
     con.unregister("kq_placed")
     totals: dict[int, tuple[float | None, float | None]] = {}
     if single:
@@ -444,7 +473,7 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
         def grouped(columns: str) -> str:
             return f"SELECT uid, {columns} FROM kq_means GROUP BY uid"
 
-        stats = statistics(con, counts, q, grouped, group="uid", held=held, memory=memory,
+        stats = statistics(con, counts, q, grouped, group="uid", held=held, memory=limits.memory,
                             what="window means")
         for (uid, key), bucket_numbers in single.items():
             found_value = stats.get((uid,), {}).get(key)

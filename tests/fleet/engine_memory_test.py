@@ -182,3 +182,44 @@ def test_one_principal_with_half_the_samples_fits_a_small_memory(tmp_path: Path)
     expected = impact_rows(STATES, read_usage([path], buckets=True), 0.99)
     assert_same_impact(expected, impact_of_files(STATES, [path], 0.99, resources=Resources(16 * MIB, None)),
                        exact_usage=False)
+
+
+def test_the_scans_that_spill_get_512_mib_or_an_eighth_of_the_memory(tmp_path: Path) -> None:
+    assert Resources(4 * 2**30, tmp_path).spilled == 512 * MIB
+    assert Resources(8 * 2**30, tmp_path).spilled == 2**30
+    assert Resources(256 * MIB, tmp_path).spilled == 256 * MIB
+    assert Resources(4 * 2**30, None).spilled == 4 * 2**30  # nowhere to spill: they must fit
+
+
+def test_the_scans_that_spill_run_within_their_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a share too small for any scan, the scan runs out of it (and says so) though the whole
+    memory would hold it: the share is what DuckDB had. The share is given back afterwards."""
+    import kqplan.fleet.columnar as columnar
+
+    path = _windows(tmp_path / "usage.parquet", 300, 4)
+    expected = impact_of_files(STATES, [path], 0.99, resources=Resources(32 * MIB, tmp_path))
+    monkeypatch.setattr(columnar, "SPILLED", 1 * MIB)
+    with pytest.raises(KqplanError, match=r"ran out of its 32 MiB of memory \(4 MiB of it for the scans that "
+                                          r"spill\) and spilling"):
+        impact_of_files(STATES, [path], 0.99, resources=Resources(32 * MIB, tmp_path))
+    assert_same_impact(expected, impact_of_files(STATES, [path], 0.99, resources=Resources(32 * MIB, None)))
+
+
+def test_a_share_of_the_memory_is_given_back_after_its_block() -> None:
+    import duckdb
+
+    from kqplan.fleet.columnar import _within
+
+    con = duckdb.connect(config={"memory_limit": "100MiB"})
+
+    def limit() -> str:
+        return str(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])  # type: ignore[index]
+
+    whole = limit()
+    with _within(con, 10 * MIB, 100 * MIB):
+        assert limit() != whole
+        assert limit().startswith(("10.0 MiB", "9."))
+    assert limit() == whole
+    with pytest.raises(ZeroDivisionError), _within(con, 10 * MIB, 100 * MIB):
+        1 / 0  # noqa: B018
+    assert limit() == whole
