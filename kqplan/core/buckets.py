@@ -23,6 +23,7 @@ with no quota at any level is unlimited and has no bucket.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from kqplan.core.entity import CLIENT_ID, USER, Entity
@@ -60,19 +61,28 @@ their level names them; shown as ``(others)`` (:func:`shown`)."""
 
 
 def shown(of: Entity) -> str:
-    """An entity's display form, with :data:`OTHERS` shown as ``(others)``."""
-    return shown_text(of.display)
+    """An entity's display form, with a name that is :data:`OTHERS` shown as ``(others)`` (by the
+    name, not its text: a user named ``\\x00others`` is shown as that name)."""
+    if OTHERS not in (of.get(USER), of.get(CLIENT_ID)):
+        return of.display
+    return "{" + ", ".join(f"{t}={OTHERS_SHOWN}" if n == OTHERS else Entity(((t, n),)).display[1:-1]
+                           for t, n in of.parts) + "}"
 
 
 def shown_text(display: str) -> str:
-    """A display form with :data:`OTHERS` (as :data:`OTHERS_ESCAPED`) shown as ``(others)``."""
-    return display.replace(OTHERS_ESCAPED, OTHERS_SHOWN) if OTHERS_ESCAPED in display else display
+    """:func:`shown` of a display form: :data:`OTHERS_ESCAPED` where a name is, whole
+    (:data:`OTHERS_WHOLE`), as ``(others)``. The text of another name never reads so: a printable
+    name starting with a backslash is shown with a second one."""
+    return re.sub(OTHERS_WHOLE, OTHERS_SHOWN, display) if OTHERS_ESCAPED in display else display
 
 
 OTHERS_SHOWN = "(others)"
 """How :func:`shown` writes :data:`OTHERS`."""
 OTHERS_ESCAPED = Entity.user(OTHERS).display[len("{user="):-1]
 """:data:`OTHERS` as a display form spells it."""
+OTHERS_WHOLE = "(?<==)" + re.escape(OTHERS_ESCAPED) + "(?=[,}])"
+""":data:`OTHERS_ESCAPED` as a whole name of a display form: a regular expression that Python and
+Java (Spark's ``regexp_replace``) read alike."""
 
 
 def classes(of: Entity, users: Iterable[str], client_ids: Iterable[str]) -> list[tuple[str, str]]:

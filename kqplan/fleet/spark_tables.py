@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kqplan.core.buckets import OTHERS_ESCAPED, OTHERS_SHOWN
+from kqplan.core.buckets import OTHERS_SHOWN, OTHERS_WHOLE
 from kqplan.core.entity import CLIENT_ID, DEFAULT_NAME, USER, Entity, escape_name, visible
 from kqplan.core.errors import KqplanError
 from kqplan.core.filenames import component_problem
@@ -77,7 +77,7 @@ def _others(text: Any) -> Any:
     """:func:`shown_text` in Spark."""
     from pyspark.sql import functions as F
 
-    return F.replace(text, F.lit(OTHERS_ESCAPED), F.lit(OTHERS_SHOWN))
+    return F.regexp_replace(text, F.lit(OTHERS_WHOLE), F.lit(OTHERS_SHOWN))
 
 
 def _with_group(frame: Any, shown: Any, prefix: str, name: str) -> Any:

@@ -298,3 +298,29 @@ def test_bucket_rows_of_a_table_read_and_refused(spark: Any) -> None:
         usage_frame(spark, [], ["kq_bad"], buckets=True)
     assert refused.value.message == ("table kq_bad: a row: a {client-id=C} bucket's row (bucket client-id) "
                                      "names no user: user is 'bob'")
+
+
+def test_a_user_named_like_the_others_class_is_shown_as_its_name(spark: Any, tmp_path: Path) -> None:
+    """A user literally named ``\\x00others`` (a backslash, then text) is shown as that name —
+    ``{user=\\\\x00others}`` — beside the class of the client-ids no row names, ``(others)``: by the
+    reference, the local engine, Spark's collected rows and the tables Spark writes itself."""
+    from kqplan.fleet.columnar import impact_of_files
+    from tests.fleet.columnar_test import assert_same_impact, usage_rows, write_parquet
+
+    name = "\\x00others"
+    fleet = {"c": ({Entity.user(name): {P: 10.0}}, {Entity.user_client(name, None): {P: 10.0}})}
+    samples = [Sample("c", name, "", P, 15.0, 0.0, "user"), Sample("c", name, "a1", P, 12.0, 0.0)]
+    impact = both(spark, fleet, samples)
+    assert [b[0] for b in buckets(impact, "before")] == ["{user=\\\\x00others}"]
+    assert [b[0] for b in buckets(impact, "after")] == ["{user=\\\\x00others, client-id=(others)}",
+                                                        "{user=\\\\x00others, client-id=a1}"]
+    assert {r.before_source for r in impact.rows} - {None} == {"{user=\\\\x00others}"}
+    write_parquet(tmp_path / "usage.parquet", usage_rows(Usage.of(samples), []), 0)
+    assert_same_impact(impact, impact_of_files(fleet, [tmp_path / "usage.parquet"], None))
+    out = tmp_path / "out"
+    write_impact(spark, fleet, samples_frame(spark, Usage.of(samples)), None, out=out.as_uri())
+    written = pq.read_table(out / "buckets.parquet").to_pylist()
+    assert sorted(r["bucket"] for r in written) == sorted(b.bucket for b in impact.buckets)
+    written_rows = pq.read_table(out / "impact.parquet").to_pylist()
+    assert {(r["before_group"], r["before_source"]) for r in written_rows} - {(None, None)} == {
+        ("{user=\\\\x00others}", "{user=\\\\x00others}")}
