@@ -223,7 +223,8 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
                 else:
                     impact = spark_impact_rows(spark, states, frame, q, window=window, seen=seen)
         else:
-            from kqplan.fleet.columnar import Resources, impact_of_files
+            from kqplan.fleet.columnar import impact_of_files
+            from kqplan.fleet.resources import Resources
 
             _import_charts_meanwhile(local_out)
             # DuckDB reads the usage files and aggregates the samples; the core resolves each principal

@@ -108,7 +108,8 @@ def _from_files(options: UsageOptions, before: QuotaState, after: QuotaState, cl
                 progress: Callable[[str], None], *, config: ProjectConfig) -> ForecastView:
     """Usage files through fleet impact's local engine. Without ``--cluster`` the files must name
     one cluster, which is this one."""
-    from kqplan.fleet.columnar import Resources, impact_of_files
+    from kqplan.fleet.columnar import impact_of_files
+    from kqplan.fleet.resources import Resources
     from kqplan.render.escape import terminal
 
     shown = ", ".join(terminal(str(p)) for p in options.paths)

@@ -53,7 +53,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kqplan.config.model import ProjectConfig
 from kqplan.core.buckets import bucket_quota, shown
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
@@ -72,20 +71,13 @@ from kqplan.fleet.impact import (
     group_usage,
     verdict,
 )
+from kqplan.fleet.resources import Resources
 from kqplan.fleet.usage import USAGE_KEYS, Unit
 
 if TYPE_CHECKING:
     import duckdb
 
 _T = TypeVar("_T")
-
-MEMORY_FLOOR, MEMORY_CEILING = 512 * 2**20, 4 * 2**30
-"""DuckDB's memory when ``[limits] engine-memory-mib`` does not set it (:func:`default_memory`)."""
-
-SPILLED = 512 * 2**20
-"""What DuckDB's aggregations that spill (the usage's scan, the window means) may hold, spilling
-on; they run while Python holds the resolved principals (benchmarks/README.md, issue 42: the peak
-at 10M samples about 0.8x, at 30M 0.56x, at the same speed). The statistics get the whole memory."""
 
 HELD = 4_000_000
 """The most values one statistics query keeps of its units' top (or bottom) samples (~16 bytes
@@ -131,58 +123,6 @@ class Members:
                     if value is not None and origin is not None:
                         quota[g] = (value, origin)
         return cls(whole, part, quota)
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What the local engine may use: DuckDB's memory (bytes) and where it spills what does not fit
-    (None: nowhere; the work must fit in memory)."""
-
-    memory: int
-    spill: Path | None
-
-    @property
-    def spilled(self) -> int:
-        """DuckDB's memory for the aggregations that spill: :data:`SPILLED`, or an eighth of
-        ``memory`` when more; all of it when spilling is off (they must fit)."""
-        return min(self.memory, max(SPILLED, self.memory // 8)) if self.spill is not None else self.memory
-
-    @classmethod
-    def of(cls, memory_mib: int | None = None, spill: str | None = None) -> Resources:
-        """From ``[limits]``: ``engine-memory-mib`` (default :func:`default_memory`) and
-        ``engine-spill`` (a directory; "" for none; default the system's temporary directory)."""
-        memory = memory_mib * 2**20 if memory_mib is not None else default_memory()
-        if spill is None:
-            return cls(memory, Path(tempfile.gettempdir()))
-        return cls(memory, Path(spill) if spill else None)
-
-    @classmethod
-    def of_project(cls, config: ProjectConfig) -> Resources:
-        """What kqplan.toml's ``[limits]`` give the engine."""
-        return cls.of(config.engine_memory_mib, config.engine_spill)
-
-
-def default_memory() -> int:
-    """A quarter of the memory this process may have (the machine's, or its cgroup's limit when
-    lower), within :data:`MEMORY_FLOOR` and :data:`MEMORY_CEILING`."""
-    total = physical_memory()
-    return max(MEMORY_FLOOR, min(MEMORY_CEILING, total // 4)) if total else MEMORY_FLOOR
-
-
-def physical_memory() -> int | None:
-    """Bytes of memory this process may have: the machine's, or its cgroup's limit when lower."""
-    try:
-        total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = None
-    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(limit).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and (total is None or int(text) < total):
-            total = int(text)
-    return total
 
 
 def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: Sequence[Path],
@@ -416,6 +356,25 @@ def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], 
     return {(c, u, i, b): values for (c, u, i, b), values in found.items()}
 
 
+def _window_means(con: duckdb.DuckDBPyConnection, placed: Sequence[Unit], keys: Sequence[str], *,
+                  window: float, limits: Resources) -> None:
+    """``kq_means``: each unit of ``placed`` (numbered by its place) as ``uid``, its windows ``w``
+    and its mean of each of ``keys`` in each; a plain GROUP BY, which DuckDB spills, within
+    :attr:`Resources.spilled`."""
+    import pyarrow as pa
+
+    con.register("kq_placed", pa.table({
+        "uid": pa.array(range(len(placed)), pa.int32()),
+        **{c: pa.array([u[i] for u in placed], pa.string())
+           for i, c in enumerate(("cluster", "user", "client_id", "bucket"))}}))
+    means = ", ".join(f"avg({quoted(k)}) AS {quoted(k)}" for k in keys)
+    with _within(con, limits.spilled, limits.memory):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, "
+                    f"floor(ts / {double(window)})::BIGINT AS w, {means} FROM {VIEW} "
+                    f"JOIN kq_placed USING ({UNIT}) WHERE NOT kq_refused GROUP BY ALL")
+    con.unregister("kq_placed")
+
+
 def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: Sequence[Members], *,
                  numbers: Mapping[tuple[int, Group], int], untimed: Collection[str],
                  q: float | None, window: float, held: int, limits: Resources
@@ -451,18 +410,8 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
                         column.append(value)
     if not uids:
         return {}
-    placed = list(uids)
-    con.register("kq_placed", pa.table({
-        "uid": pa.array(range(len(placed)), pa.int32()),
-        **{c: pa.array([u[i] for u in placed], pa.string())
-           for i, c in enumerate(("cluster", "user", "client_id", "bucket"))}}))
     present = [k for k in USAGE_KEYS if k in keys]
-    means = ", ".join(f"avg({quoted(k)}) AS {quoted(k)}" for k in present)
-    with _within(con, limits.spilled, limits.memory):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE kq_means AS SELECT uid, "
-                    f"floor(ts / {double(window)})::BIGINT AS w, {means} FROM {VIEW} "
-                    f"JOIN kq_placed USING ({UNIT}) WHERE NOT kq_refused GROUP BY ALL")
-    con.unregister("kq_placed")
+    _window_means(con, list(uids), present, window=window, limits=limits)
     totals: dict[int, tuple[float | None, float | None]] = {}
     if single:
         wanted = sorted({k for _, k in single}, key=index.__getitem__)

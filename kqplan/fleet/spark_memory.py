@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.core.errors import KqplanError
+from kqplan.fleet.resources import default_memory
 
 DRIVER_FLOOR = 2**30
 """pyspark's own default: kqplan's sizing never gives the driver less unless kqplan.toml says so."""
@@ -42,8 +43,6 @@ def driver_memory(memory_mib: int | None, env: Mapping[str, str] | None = None) 
                               f"{DRIVER_LEAST // 2**20} MiB a Spark driver needs to start",
                               hint=f"raise it to {DRIVER_LEAST // 2**20} or more, or use --engine local")
         return f"{memory_mib}m"
-    from kqplan.fleet.columnar import default_memory
-
     return f"{max(DRIVER_FLOOR, default_memory()) // 2**20}m"
 
 

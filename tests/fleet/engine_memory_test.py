@@ -15,15 +15,9 @@ import pytest
 
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
-from kqplan.fleet.columnar import (
-    MEMORY_CEILING,
-    MEMORY_FLOOR,
-    Resources,
-    default_memory,
-    impact_of_files,
-    physical_memory,
-)
+from kqplan.fleet.columnar import impact_of_files
 from kqplan.fleet.impact import impact_rows
+from kqplan.fleet.resources import MEMORY_CEILING, MEMORY_FLOOR, Resources, default_memory, physical_memory
 from kqplan.fleet.usage import read_usage
 from kqplan.snapshot.file import write_snapshot
 from tests.fleet.columnar_test import assert_same_impact
@@ -194,11 +188,11 @@ def test_the_scans_that_spill_get_512_mib_or_an_eighth_of_the_memory(tmp_path: P
 def test_the_scans_that_spill_run_within_their_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a share too small for any scan, the scan runs out of it (and says so) though the whole
     memory would hold it: the share is what DuckDB had. The share is given back afterwards."""
-    import kqplan.fleet.columnar as columnar
+    import kqplan.fleet.resources as resources
 
     path = _windows(tmp_path / "usage.parquet", 300, 4)
     expected = impact_of_files(STATES, [path], 0.99, resources=Resources(32 * MIB, tmp_path))
-    monkeypatch.setattr(columnar, "SPILLED", 1 * MIB)
+    monkeypatch.setattr(resources, "SPILLED", 1 * MIB)
     with pytest.raises(KqplanError, match=r"ran out of its 32 MiB of memory \(4 MiB of it for the scans that "
                                           r"spill\) and spilling"):
         impact_of_files(STATES, [path], 0.99, resources=Resources(32 * MIB, tmp_path))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kqplan.core.errors import KqplanError
-from kqplan.fleet.columnar import default_memory
+from kqplan.fleet.resources import default_memory
 from kqplan.fleet.spark_memory import DRIVER_FLOOR, driver_memory, set_elsewhere
 from tests.fleet.engine_memory_test import _project, _windows
 from tests.helpers import run_kqplan
