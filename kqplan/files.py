@@ -217,7 +217,7 @@ def _unwritable(path: Path) -> tuple[str, str | None] | None:
     if not parent.is_dir() and target != path:  # only the directories of the path given are made
         return f"directory {_shown(parent)} does not exist (the symbolic link points into it)", \
             "create it first (mkdir -p DIR), or give another file name"
-    existing, _ = _missing_directories(parent)
+    existing, _ = missing_directories(parent)
     if not existing.is_dir():
         return f"{_shown(existing)} is a symbolic link to a directory that does not exist", \
             "create the directory it points to, or give another path"
@@ -237,7 +237,7 @@ def _too_long(path: Path) -> str:
     return "the path is longer than the system allows"
 
 
-def _missing_directories(directory: Path) -> tuple[Path, list[Path]]:
+def missing_directories(directory: Path) -> tuple[Path, list[Path]]:
     """The nearest of ``directory`` and its parents that exists (or is a symbolic link, even to
     nothing), and the directories below it that writing a file into ``directory`` creates, the
     outermost first (``mkdir -p``)."""
@@ -252,7 +252,7 @@ def _make_directories(target: Path) -> list[Path]:
     """Create the missing directories above ``target`` (the usual umask, as ``mkdir -p``): the ones
     created, outermost first. One that cannot be made raises its OSError (its filename the directory)
     after the ones made before it are removed again."""
-    existing, missing = _missing_directories(target.parent if str(target.parent) else Path("."))
+    existing, missing = missing_directories(target.parent if str(target.parent) else Path("."))
     if not existing.is_dir():
         raise KqplanError(f"cannot write {_shown(target)}: {_shown(existing)} is not a directory",
                           hint="choose another output path")

@@ -268,7 +268,6 @@ def apply(
     from kqplan.commands.report import Recorder
     from kqplan.console import Streams
     from kqplan.files import check_writable
-    from kqplan.metrics.source import PrometheusSource
     from kqplan.pipeline.guarded import Guardrails
 
     use_config(config)
@@ -285,6 +284,7 @@ def apply(
                 "--prometheus-headers": prometheus_headers, "--metric": metric})
             if verify_enforcement is not None:
                 from kqplan.commands.enforcement import check_window  # only then: ~0.09 s of imports
+                from kqplan.metrics.source import PrometheusSource
 
                 source = PrometheusSource(prometheus, selector, prometheus_headers, tuple(metric or ()))
                 window = check_window(verify_enforcement)

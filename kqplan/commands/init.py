@@ -28,7 +28,7 @@ from kqplan.console import Streams
 from kqplan.core.errors import ExitCode, KqplanError
 from kqplan.core.filenames import component_problem
 from kqplan.core.state import QuotaState
-from kqplan.files import inside, shown_path, write_all
+from kqplan.files import inside, missing_directories, shown_path, write_all
 from kqplan.manifest.export import MODELINE, ExportFile, SplitBy, export
 from kqplan.pipeline.guarded import check_inventory_id
 from kqplan.pipeline.target import Target, open_cluster
@@ -219,9 +219,7 @@ def _check_paths(exports: Sequence[tuple[str, Path]], later: Mapping[Path, Seque
 
 def _check_creatable(path: Path, root: Path) -> None:
     """``path`` can be made: the nearest thing above it that exists is a directory init may write in."""
-    above = path.parent
-    while not above.exists() and not above.is_symlink() and above != above.parent:
-        above = above.parent
+    above, _ = missing_directories(path.parent)
     if not above.is_dir():
         raise KqplanError(f"init cannot write {_where(path, root)}: {_where(above, root)} is not a "
                           "directory",
