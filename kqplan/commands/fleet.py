@@ -257,7 +257,7 @@ def _planned(config: ProjectConfig, entries: Sequence[ClusterEntry], progress: P
              ) -> tuple[dict[str, tuple[QuotaState, QuotaState]], dict[str, str]]:
     """Each cluster's state before and after its plan, and the clusters that could not be planned
     with their errors; the manifests and plans themselves are let go (at 10 clusters × 10k
-    entities, ~50 MiB an engine need not hold while it works)."""
+    entities the engine's peak fell by ~60 MiB: benchmarks/README.md, the local engine's memory)."""
     from kqplan.core.plan import apply_ops
 
     loaded = clusters.load(entries, config)

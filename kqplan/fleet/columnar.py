@@ -200,8 +200,7 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
             seen: Callable[[Collection[str]], None] | None, limits: Resources) -> Impact:
     progress("Reading the usage with DuckDB")
     memory = limits.memory
-    with _within(con, limits.spilled, memory):
-        units, untimed, samples, counts = _observed(con, paths, states, seen=seen)
+    units, untimed, samples, counts = _observed(con, paths, states, seen=seen, limits=limits)
     progress(f"Resolving {samples} samples")
     clusters = "cluster IN (" + (", ".join(literal(c) for c in sorted(states)) or "NULL") + ")"
     # DuckDB's statistics while Python resolves the units, its bucket sums while Python finds the
@@ -298,7 +297,7 @@ def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, memb
 
 
 def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Mapping[str, object], *,
-              seen: Callable[[Collection[str]], None] | None = None
+              seen: Callable[[Collection[str]], None] | None = None, limits: Resources
               ) -> tuple[list[Unit], frozenset[str], int, dict[str, list[int]]]:
     """The usage files as the view :data:`~kqplan.fleet.columnar_read.VIEW`, once they have passed
     the Python reader's checks (``read_usage(paths, buckets=True)``'s: quota buckets' rows are
@@ -310,13 +309,13 @@ def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Map
 
     sources = register_usage(con, paths, buckets=True)
     try:
-        scanned, refused = _scan(con, sources)
+        scanned, refused = _scan(con, sources, limits)
     except (duckdb.OutOfMemoryException, duckdb.InterruptException):
         raise
     except (duckdb.Error, LookupError):
         # a Parquet file DuckDB cannot read after all (or names otherwise): the Python reader's turn
         sources = register_usage(con, paths, parquet=False, buckets=True)
-        scanned, refused = _scan(con, sources)
+        scanned, refused = _scan(con, sources, limits)
     refuse(sources, refused)
     if seen is not None:
         seen({r[0] for r in scanned})
@@ -326,7 +325,8 @@ def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Map
             sum(sum(r[5:]) for r in scanned), {k: [r[5 + n] for r in mine] for n, k in enumerate(keys)})
 
 
-def _scan(con: duckdb.DuckDBPyConnection, sources: Sources) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+def _scan(con: duckdb.DuckDBPyConnection, sources: Sources, limits: Resources
+          ) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
     """One scan of the usage: per unit whether it has a sample without ``ts`` and its count of
     samples of each key with any; per file DuckDB reads its first refused row. Return the units
     as ``(cluster, user, client_id, bucket, untimed, counts…)`` and the files by DuckDB's name;
@@ -335,10 +335,11 @@ def _scan(con: duckdb.DuckDBPyConnection, sources: Sources) -> tuple[list[tuple[
     rates = [quoted(k) for k in USAGE_KEYS if k in sources.keys]
     any_rate = " OR ".join(f"{r} IS NOT NULL" for r in rates) or "false"
     counted = "".join(f", count({r})" for r in rates)
-    rows = con.execute(
-        f"SELECT grouping(kq_file) AS kq_set, kq_file, min(kq_row) FILTER (WHERE kq_refused), {UNIT}, "
-        f"bool_or(ts IS NULL AND ({any_rate})){counted} FROM {VIEW} "
-        f"GROUP BY GROUPING SETS (({UNIT}), (kq_file))").fetchall()
+    with _within(con, limits.spilled, limits.memory):  # a GROUP BY, which DuckDB spills
+        rows = con.execute(
+            f"SELECT grouping(kq_file) AS kq_set, kq_file, min(kq_row) FILTER (WHERE kq_refused), {UNIT}, "
+            f"bool_or(ts IS NULL AND ({any_rate})){counted} FROM {VIEW} "
+            f"GROUP BY GROUPING SETS (({UNIT}), (kq_file))").fetchall()
     refused = {r[1]: int(r[2]) for r in rows if r[0] == 0 and r[2] is not None}
     if set(refused) - set(sources.by_duckdb):
         raise LookupError(sorted(set(refused) - set(sources.by_duckdb)))

@@ -199,6 +199,37 @@ def test_the_scans_that_spill_run_within_their_share(tmp_path: Path, monkeypatch
     assert_same_impact(expected, impact_of_files(STATES, [path], 0.99, resources=Resources(32 * MIB, None)))
 
 
+@pytest.mark.parametrize("query", ["the scan", "the window means"])
+def test_each_aggregation_that_spills_runs_within_the_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            query: str) -> None:
+    """The usage's scan and the window means, each on its own: with a share too small for it
+    (1 MiB of 32), DuckDB runs out of the share; with all 32 MiB it does not."""
+    import duckdb
+
+    import kqplan.fleet.resources as resources
+    from kqplan.fleet.columnar import _scan, _window_means
+    from kqplan.fleet.columnar_read import register_usage
+
+    path = _windows(tmp_path / "usage.parquet", 300, 4)
+    units = sorted({(r["cluster"], r["user"], r["client_id"], "") for r in pq.read_table(path).to_pylist()})
+
+    def run(limits: Resources) -> None:
+        con = duckdb.connect(config={"memory_limit": f"{limits.memory // MIB}MiB", "threads": 1,
+                                     "temp_directory": str(tmp_path / "spill")})
+        sources = register_usage(con, [path], buckets=True)
+        if query == "the scan":
+            _scan(con, sources, limits)
+        else:
+            _window_means(con, units, [P, C], window=60.0, limits=limits)
+        con.close()
+
+    run(Resources(32 * MIB, tmp_path))
+    monkeypatch.setattr(resources, "SPILLED", 1 * MIB)
+    run(Resources(32 * MIB, None))  # spilling off: the whole memory, no share
+    with pytest.raises(duckdb.OutOfMemoryException):
+        run(Resources(32 * MIB, tmp_path))
+
+
 def test_a_share_of_the_memory_is_given_back_after_its_block() -> None:
     import duckdb
 
