@@ -4,7 +4,7 @@ Connect server) out of memory said as an error with the ways out, not as a Java 
 A session kqplan starts (``local[*]``, or a ``spark://`` master in client mode) runs its driver in
 a JVM of its own; in local mode that JVM is the executor too, so every task's rows and every
 task's serialized closure share its heap. pyspark gives it 1 GiB, which a skewed fleet's impact of
-10^6 samples passes (benchmarks/README.md): kqplan gives it ``[limits] engine-memory-mib`` when
+10^6 samples runs out of (benchmarks/README.md): kqplan gives it ``[limits] engine-memory-mib`` when
 kqplan.toml sets it, else a quarter of the machine's memory (1–4 GiB), unless the user's Spark
 configuration already says (``PYSPARK_SUBMIT_ARGS``, ``spark-defaults.conf``).
 """
@@ -25,8 +25,9 @@ from kqplan.fleet.resources import default_memory
 DRIVER_FLOOR = 2**30
 """pyspark's own default: kqplan's sizing never gives the driver less unless kqplan.toml says so."""
 DRIVER_LEAST = 512 * 2**20
-"""Spark refuses to start a driver with less than 450 MiB × 1.5 of heap (471,859,200 bytes,
-``UnifiedMemoryManager``): the least ``[limits] engine-memory-mib`` the Spark engine takes."""
+"""Spark refuses to start a driver with less than 1.5 × its 300 MiB of reserved memory (450 MiB,
+471,859,200 bytes: ``UnifiedMemoryManager``): the least ``[limits] engine-memory-mib`` the Spark
+engine takes, rounded up."""
 OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
 
 
