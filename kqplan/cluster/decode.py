@@ -44,7 +44,7 @@ class MalformedResponse(ValueError):
     """The bytes are not a DescribeClientQuotasResponse of the version announced."""
 
 
-def _uvarint(b: bytes, p: int) -> tuple[int, int]:
+def uvarint(b: bytes, p: int) -> tuple[int, int]:
     value, shift = 0, 0
     while True:
         byte = b[p]
@@ -57,17 +57,17 @@ def _uvarint(b: bytes, p: int) -> tuple[int, int]:
             raise MalformedResponse("varint too long")
 
 
-def _skip_tags(b: bytes, p: int) -> int:
-    count, p = _uvarint(b, p)
-    _check_count(count, b, p)
+def skip_tags(b: bytes, p: int) -> int:
+    count, p = uvarint(b, p)
+    check_count(count, b, p)
     for _ in range(count):
-        _, p = _uvarint(b, p)
-        size, p = _uvarint(b, p)
+        _, p = uvarint(b, p)
+        size, p = uvarint(b, p)
         p += size
     return p
 
 
-def _check_count(count: int, b: bytes, p: int) -> None:
+def check_count(count: int, b: bytes, p: int) -> None:
     """An array count no frame could hold (every element takes at least a byte) is malformed:
     it would make the decoder loop, or allocate, far past the data."""
     if count < 0 or count > len(b) - p:
@@ -101,13 +101,13 @@ def _decode_v0(b: bytes) -> tuple[DescribeResponse, int]:
     p += 4
     if count < 0:
         return DescribeResponse(error_code, message, None), p
-    _check_count(count, b, p)
+    check_count(count, b, p)
     strings: dict[bytes, str] = {}
     state: dict[Entity, dict[str, float]] = {}
     for _ in range(count):
         (m,) = _I32(b, p)
         p += 4
-        _check_count(m, b, p)
+        check_count(m, b, p)
         parts: list[tuple[str, str | None]] = []
         for _ in range(m):
             (n,) = _I16(b, p)
@@ -129,7 +129,7 @@ def _decode_v0(b: bytes) -> tuple[DescribeResponse, int]:
             parts.reverse()
         (k,) = _I32(b, p)
         p += 4
-        _check_count(k, b, p)
+        check_count(k, b, p)
         values = {}
         for _ in range(k):
             (n,) = _I16(b, p)
@@ -150,19 +150,19 @@ def _head_v1(b: bytes) -> tuple[int, str | None, int, int]:
     p = 4  # ThrottleTimeMs
     (error_code,) = _I16(b, p)
     p += 2
-    n, p = _uvarint(b, p)
+    n, p = uvarint(b, p)
     message = None if n == 0 else b[p:p + n - 1].decode()
     p += max(n - 1, 0)
-    count, p = _uvarint(b, p)
+    count, p = uvarint(b, p)
     return error_code, message, count, p
 
 
 def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
-    # Lengths below 128 are one byte: read that inline and fall back to _uvarint otherwise.
+    # Lengths below 128 are one byte: read that inline and fall back to uvarint otherwise.
     error_code, message, count, p = _head_v1(b)
     if count == 0:
-        return DescribeResponse(error_code, message, None), _skip_tags(b, p)
-    _check_count(count - 1, b, p)
+        return DescribeResponse(error_code, message, None), skip_tags(b, p)
+    check_count(count - 1, b, p)
     strings: dict[bytes, str] = {}
     state: dict[Entity, dict[str, float]] = {}
     layouts: dict[bytes, _ValuesLayout] = {}
@@ -172,27 +172,27 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
         m = b[p]
         p += 1
         if m & 0x80:
-            m, p = _uvarint(b, p - 1)
+            m, p = uvarint(b, p - 1)
         parts: list[tuple[str, str | None]] = []
         for _ in range(m - 1):
             n = b[p]
             p += 1
             if n & 0x80:
-                n, p = _uvarint(b, p - 1)
+                n, p = uvarint(b, p - 1)
             raw = b[p:p + n - 1]
             p += n - 1
             entity_type = strings.get(raw) or strings.setdefault(raw, raw.decode())
             n = b[p]
             p += 1
             if n & 0x80:
-                n, p = _uvarint(b, p - 1)
+                n, p = uvarint(b, p - 1)
             if n == 0:
                 parts.append((entity_type, None))
             else:
                 parts.append((entity_type, b[p:p + n - 1].decode()))
                 p += n - 1
             if b[p]:
-                p = _skip_tags(b, p)
+                p = skip_tags(b, p)
             else:
                 p += 1
         if m == 3 and parts[0][0] == CLIENT_ID:  # Kafka's HashMap order; Entity's is user first
@@ -220,7 +220,7 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
         values, p = _values_v1(b, p, strings, layouts)
         if values:
             state[entity] = values
-    return DescribeResponse(error_code, message, state), _skip_tags(b, p)
+    return DescribeResponse(error_code, message, state), skip_tags(b, p)
 
 
 def _values_v1(b: bytes, p: int, strings: dict[bytes, str], layouts: dict[bytes, _ValuesLayout]
@@ -231,26 +231,26 @@ def _values_v1(b: bytes, p: int, strings: dict[bytes, str], layouts: dict[bytes,
     k = b[p]
     p += 1
     if k & 0x80:
-        k, p = _uvarint(b, p - 1)
+        k, p = uvarint(b, p - 1)
     values = {}
     plain = k < 0x80
     for _ in range(k - 1):
         n = b[p]
         p += 1
         if n & 0x80:
-            n, p = _uvarint(b, p - 1)
+            n, p = uvarint(b, p - 1)
             plain = False
         raw = b[p:p + n - 1]
         p += n - 1
         values[strings.get(raw) or strings.setdefault(raw, raw.decode())] = _F64(b, p)[0]
         p += 8
         if b[p]:
-            p = _skip_tags(b, p)
+            p = skip_tags(b, p)
             plain = False
         else:
             p += 1
     if b[p]:
-        p = _skip_tags(b, p)
+        p = skip_tags(b, p)
         plain = False
     else:
         p += 1

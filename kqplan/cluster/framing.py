@@ -4,6 +4,8 @@ connection (:func:`bounded_reads`)."""
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +83,36 @@ def bytes_variant(request_class: Any) -> Any:
                                       {"__slots__": (), "with_header": with_header}, init=False)
         _bytes_variants[request_class] = variant
     return variant
+
+
+_written_variants: dict[Any, Any] = {}
+
+
+def written(request_class: Any, body: Callable[[int], bytes], **fields: Any) -> Any:
+    """A request of ``request_class`` (``fields``: what logs and errors show of it) whose body
+    is ``body(version)``, written by kqplan once the version is negotiated, and whose response
+    stays undecoded (:func:`bytes_variant`): kafka-python's classes encode big requests slowly."""
+    variant = _written_variants.get(request_class)
+    if variant is None:
+        parent = bytes_variant(request_class)
+
+        def encode(self: Any, version: int | None = None, header: bool = False,
+                   framed: bool = False) -> bytes:
+            if version is not None:
+                self.API_VERSION = version
+            if self.API_VERSION is None:
+                raise ValueError("Version required to encode data")
+            flexible = self.flexible_version_q(self.API_VERSION)
+            head = bytes(self.encode_header(flexible=flexible)) if header else b""
+            data: bytes = head + self._kqplan_body(self.API_VERSION)
+            return struct.pack(">i", len(data)) + data if framed else data
+
+        variant = type(request_class)(f"{request_class.__name__}Written", (parent,),
+                                      {"__slots__": ("_kqplan_body",), "encode": encode}, init=False)
+        _written_variants[request_class] = variant
+    request = variant(**fields)
+    request._kqplan_body = body
+    return request
 
 
 # -- reads of a plain TCP connection ----------------------------------------------------------

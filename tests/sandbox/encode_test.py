@@ -1,5 +1,6 @@
-"""The sandbox's hand-written DescribeClientQuotas encoder against kafka-python's generated
-classes, byte for byte (the classes are the reference; the encoder exists for speed)."""
+"""The sandbox's hand-written DescribeClientQuotas and DescribeConfigs encoders against
+kafka-python's generated classes, byte for byte (the classes are the reference; the encoders
+exist for speed)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.protocol.admin import DescribeClientQuotasResponse
+from kafka.protocol.admin import DescribeClientQuotasResponse, DescribeConfigsRequest, DescribeConfigsResponse
 
-from kqplan.sandbox.apis import describe_response
+from kqplan.sandbox.apis import describe_configs, describe_response
 from kqplan.sandbox.engine import DescribeResult
 
 names = st.one_of(st.none(), st.text(max_size=200))  # > 127 bytes: multi-byte varints
@@ -47,3 +48,49 @@ def test_many_entries_use_multi_byte_counts() -> None:
     result = DescribeResult(0, None, entries)
     for version in (0, 1):
         assert describe_response(version, result) == generated(version, result)
+
+
+# -- DescribeConfigs (the sandbox's hand-written answer; the generated classes are the reference) --
+
+def generated_configs(version: int, request, nodes: int, configs: dict[str, str | None], given: set[str], *,
+                      allowed: bool) -> bytes:
+    """The answer as the sandbox built it with kafka-python's classes before it wrote it by hand."""
+    R = DescribeConfigsResponse
+    results = []
+    for resource in request.resources:
+        name, wanted = resource.resource_name, resource.configuration_keys
+        error, message, listed = 0, None, []
+        if not allowed:
+            error, message = 31, "Cluster authorization failed."
+        elif resource.resource_type != 4 or not name.isdigit() or not 1 <= int(name) <= nodes:
+            error, message = 42, (f"Unexpected broker id, expected 1..{nodes} or empty string, "
+                                  f"but received {name}")
+        else:
+            listed = [R.DescribeConfigsResult.DescribeConfigsResourceResult(
+                name=key, value=value, read_only=True, is_default=False, is_sensitive=False,
+                config_source=4 if key in given else 5, synonyms=[], config_type=0, documentation=None)
+                for key, value in sorted(configs.items()) if wanted is None or key in wanted]
+        results.append(R.DescribeConfigsResult(error_code=error, error_message=message,
+                                               resource_type=resource.resource_type, resource_name=name,
+                                               configs=listed))
+    return bytes(R(version=version, throttle_time_ms=0, results=results).encode())
+
+
+config_names = st.sampled_from(["quota.window.num", "quota.window.size.seconds",
+                                "client.quota.callback.class", "ü" * 70])
+resources = st.lists(st.builds(
+    lambda kind, name, keys: DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=kind, resource_name=name, configuration_keys=keys),
+    st.sampled_from([4, 2]), st.sampled_from(["1", "2", "3", "x", ""]),
+    st.one_of(st.none(), st.lists(config_names, max_size=3))), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([1, 2, 3, 4]), resources,
+       st.dictionaries(config_names, st.one_of(st.none(), st.text(max_size=150)), max_size=4),
+       st.sets(config_names), st.booleans())
+def test_describe_configs_is_byte_identical_to_kafka_python(version, listed, configs, given_names,
+                                                            allowed) -> None:
+    request = DescribeConfigsRequest(version=version, resources=listed, include_synonyms=False)
+    assert describe_configs(version, request, 2, configs, given_names, allowed=allowed) == \
+        generated_configs(version, request, 2, configs, given_names, allowed=allowed)
