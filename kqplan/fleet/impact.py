@@ -201,19 +201,7 @@ def _sides(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[
     the cluster's states and usage, those Kafka counted in it before the plan) in one bucket or
     several (split)."""
     indexes = {c: (QuotaIndex.of(b), QuotaIndex.of(a)) for c, (b, a) in states.items()}
-    names: dict[str, tuple[set[str], set[str]]] = {}
-    for cluster, (before, after) in states.items():
-        users, client_ids = names.setdefault(cluster, (set(), set()))
-        for entity in (*before, *after):
-            if (user := entity.get(USER)) is not None:
-                users.add(user)
-            if (client_id := entity.get(CLIENT_ID)) is not None:
-                client_ids.add(client_id)
-    for cluster, user, client_id, kind in units:
-        if kind != CLIENT_BUCKET:
-            names[cluster][0].add(user)
-        if kind != USER_BUCKET:
-            names[cluster][1].add(client_id)
+    names = _names(states, units) if any(kind for *_, kind in units) else {}
     cache: dict[tuple[str, int, str, str], Effective] = {}
 
     def found(cluster: str, side: int, user: str, client_id: str) -> Effective:
@@ -228,12 +216,15 @@ def _sides(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[
 
     sides: tuple[Side, Side] = ({}, {})
     levels: dict[Entity, Level | None] = {}
+    moved = {c: before.moved(after) for c, (before, after) in indexes.items()}
     for unit in units:
         cluster, user, client_id, kind = unit
         if not kind:  # a principal: its one class is itself (the fast path of the loop below)
-            for side in (0, 1):
-                sides[side][unit] = _principal(effective(indexes[cluster][side], user, client_id),
-                                               user, client_id, levels)
+            was, now = indexes[cluster]
+            keys = sides[0][unit] = _principal(effective(was, user, client_id), user, client_id, levels)
+            # resolved again after the plan only where the plan moved an entry it looks up
+            sides[1][unit] = (_principal(effective(now, user, client_id), user, client_id, levels)
+                              if moved[cluster](user, client_id) else keys)
             continue
         measured = measured_bucket(user, client_id, kind)
         candidates = classes(measured, *names[cluster])
@@ -244,6 +235,26 @@ def _sides(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[
                 value, origin = found(cluster, side, *inside[0])[i] if len(where) == 1 else (None, None)
                 sides[side].setdefault(unit, {})[key] = (where, value, origin)
     return sides
+
+
+def _names(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[Unit]
+           ) -> dict[str, tuple[set[str], set[str]]]:
+    """Per cluster, every user and client-id its states and usage name (a measured bucket's
+    members are found among them)."""
+    names: dict[str, tuple[set[str], set[str]]] = {}
+    for cluster, (before, after) in states.items():
+        users, client_ids = names.setdefault(cluster, (set(), set()))
+        for entity in (*before, *after):
+            if (user := entity.get(USER)) is not None:
+                users.add(user)
+            if (client_id := entity.get(CLIENT_ID)) is not None:
+                client_ids.add(client_id)
+    for cluster, user, client_id, kind in units:
+        if kind != CLIENT_BUCKET:
+            names[cluster][0].add(user)
+        if kind != USER_BUCKET:
+            names[cluster][1].add(client_id)
+    return names
 
 
 def _principal(found: Effective, user: str, client_id: str, levels: dict[Entity, Level | None]
@@ -363,16 +374,20 @@ _SORTED_KEYS = tuple(sorted(USAGE_KEYS))
 
 def _unused(states: Mapping[str, tuple[QuotaState, QuotaState]], sides: tuple[Side, Side]) -> list[UnusedRow]:
     """The quota entries after the plan that no observed row's members resolve to."""
-    used: dict[str, set[tuple[Entity, str]]] = {c: set() for c in states}
+    used: dict[str, dict[Entity, set[str]]] = {c: {} for c in states}  # each entry's keys someone resolves to
     for unit, keys in sides[1].items():
+        of = used[unit[0]]
         for key, (_, _, origin) in keys.items():
             if origin is not None:
-                used[unit[0]].add((origin, key))
-    displays: dict[Entity, str] = {}
-    found = [UnusedRow(cluster, displays.get(entity) or displays.setdefault(entity, entity.display), key)
+                of.setdefault(origin, set()).add(key)
+    none: set[str] = set()
+    found = [UnusedRow(cluster, entity.display, key)
              for cluster, (_, after_state) in states.items()
-             for entity, quotas in after_state.items() if entity.kind is EntityKind.CLIENT
-             for key in quotas if (entity, key) not in used[cluster]]
+             for entity, quotas in after_state.items()
+             # every key used (the used ones are among its own): not an entity's to list
+             if len(quotas) > len(taken := used[cluster].get(entity, none))
+             and entity.kind is EntityKind.CLIENT
+             for key in quotas if key not in taken]
     found.sort(key=attrgetter("cluster", "entity", "key"))
     return found
 

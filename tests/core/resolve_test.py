@@ -173,3 +173,41 @@ def test_resolution_equals_a_brute_force_scan(state: dict[Entity, dict[str, floa
                 assert (got.source, got.value) == hits[0]
                 assert [(o.source, o.value) for o in got.overridden] == hits[1:]
                 assert fast[i] == (hits[0][1], hits[0][0])
+
+
+def _chain(user: str, client_id: str) -> list[Entity]:
+    """The entities the levels of (user, client_id) look up, written out (reference §4.1)."""
+    if client_id == "":
+        return [U(user), U(None)]
+    return [UC(user, client_id), UC(user, None), U(user), UC(None, client_id),
+            UC(None, None), U(None), CL(client_id), CL(None)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(states, states)
+def test_moved_says_exactly_whether_a_looked_up_entry_changed(
+        before: dict[Entity, dict[str, float]], after: dict[Entity, dict[str, float]]) -> None:
+    """``moved`` is what lets a fleet impact resolve most principals once for both sides of a
+    plan: False must prove the same resolution, and True must mean an entry it looks up changed
+    (else every principal would be resolved twice again)."""
+    was, now = QuotaIndex.of(before), QuotaIndex.of(after)
+    moved = was.moved(now)
+    for user in [*USERS, "fresh"]:
+        for client_id in [*CLIENTS, "fresh", ""]:
+            changed = any(before.get(e) != after.get(e) for e in _chain(user, client_id))
+            assert moved(user, client_id) is changed, (user, client_id)
+            if not changed:
+                assert effective(now, user, client_id) == effective(was, user, client_id)
+
+
+def test_the_index_keeps_ip_entities_apart_and_leaves_custom_ones_out() -> None:
+    custom = Entity.of([("custom", "x")])
+    mixed = Entity.of([("user", "a"), ("custom", "x")])
+    state = {U("a"): {P: 1.0}, Entity.ip("10.0.0.1"): {"connection_creation_rate": 5.0},
+             Entity.ip(None): {"connection_creation_rate": 7.0}, custom: {P: 9.0}, mixed: {P: 8.0},
+             CL(None): {P: 2.0}, UC("a", "x"): {C: 3.0}}
+    index = QuotaIndex.of(state)
+    assert sorted(index.ips, key=str) == sorted(["10.0.0.1", None], key=str)
+    assert len(index.clients) == 3
+    assert effective(index, "a", "x")[CLIENT_KEYS.index(P)] == (1.0, U("a"))
+    assert effective(index, "b", "y")[CLIENT_KEYS.index(P)] == (2.0, CL(None))
