@@ -194,7 +194,7 @@ def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str | N
                   fail_on_throttle: bool = False) -> UsageOptions | None:
     """``--usage`` / ``--usage-from-metrics`` and their settings, checked; None when neither is
     given (the forecast's modules, ~0.07 s of imports, are then not imported)."""
-    from kqplan.fleet.usage import local_paths, parse_stat
+    from kqplan.fleet.samples import parse_stat
 
     if fail_on_throttle and not paths and not from_metrics:
         raise KqplanError("--fail-on-throttle needs usage to judge the plan by",
@@ -212,6 +212,7 @@ def usage_options(paths: list[str] | None, from_metrics: bool, *, since: str | N
     from kqplan.commands.forecast import UsageOptions
     from kqplan.commands.throttled import window_of
     from kqplan.core.units import duration_option
+    from kqplan.fleet.usage import local_paths
     from kqplan.metrics.source import PrometheusSource
 
     if from_metrics:

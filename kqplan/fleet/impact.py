@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 from kqplan.core.buckets import bucket, bucket_quota, classes, destinations, members, shown
@@ -381,14 +380,15 @@ def _unused(states: Mapping[str, tuple[QuotaState, QuotaState]], sides: tuple[Si
             if origin is not None:
                 of.setdefault(origin, set()).add(key)
     none: set[str] = set()
-    found = [UnusedRow(cluster, entity.display, key)
+    displays: dict[Entity, str] = {}  # clusters share entities: each one's display made once
+    found = [UnusedRow(cluster, displays.get(entity) or displays.setdefault(entity, entity.display), key)
              for cluster, (_, after_state) in states.items()
              for entity, quotas in after_state.items()
              # every key used (the used ones are among its own): not an entity's to list
              if len(quotas) > len(taken := used[cluster].get(entity, none))
              and entity.kind is EntityKind.CLIENT
              for key in quotas if key not in taken]
-    found.sort(key=attrgetter("cluster", "entity", "key"))
+    found.sort()  # a named tuple of (cluster, entity, key), all text: ordered field by field
     return found
 
 
