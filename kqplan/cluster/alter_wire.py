@@ -26,24 +26,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from kqplan.cluster.decode import MalformedResponse, check_count, skip_tags, uvarint
 from kqplan.core.cluster import Alteration, EntityResult
 from kqplan.core.entity import Entity
+from kqplan.wire import F64, I16, I32, NO_TAGS, check_count, count, read_uvarint, skip_tags, strings
+from kqplan.wire import Malformed as MalformedResponse
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_F64 = struct.Struct(">d")
 _TRUE, _FALSE = b"\x01", b"\x00"
-_NO_TAGS = b"\x00"
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_alter_request(version: int, alterations: Sequence[Alteration], *, validate_only: bool) -> bytes:
@@ -52,31 +40,16 @@ def encode_alter_request(version: int, alterations: Sequence[Alteration], *, val
     if version not in (0, 1):
         raise ValueError(f"AlterClientQuotasRequest v{version} is not written by this encoder")
     flexible = version == 1
-    strings: dict[str | None, bytes] = {}  # types and keys repeat: encode each once
-
-    def string(text: str | None) -> bytes:
-        done = strings.get(text)
-        if done is None:
-            if text is None:
-                done = b"\x00" if flexible else _I16.pack(-1)
-            else:
-                data = text.encode()
-                done = (_varint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-            strings[text] = done
-        return done
-
-    def count(n: int) -> bytes:
-        return _varint(n + 1) if flexible else _I32.pack(n)
-
-    tag = _NO_TAGS if flexible else b""
-    pack = _F64.pack
-    out = [count(len(alterations))]
+    string = strings(flexible=flexible)  # types and keys repeat: each encoded once
+    tag = NO_TAGS if flexible else b""
+    pack = F64.pack
+    out = [count(len(alterations), flexible=flexible)]
     for alteration in alterations:
         parts = tuple(alteration.entity)
-        out.append(count(len(parts)))
+        out.append(count(len(parts), flexible=flexible))
         for entity_type, name in parts:
             out += (string(entity_type), string(name), tag)
-        out.append(count(len(alteration.ops)))
+        out.append(count(len(alteration.ops), flexible=flexible))
         for op in alteration.ops:
             out += (string(op.key), pack(0.0 if op.value is None else op.value),
                     _TRUE if op.remove else _FALSE, tag)
@@ -104,10 +77,10 @@ def _decode(b: bytes, *, flexible: bool) -> tuple[list[EntityResult], int]:
 
     def string(p: int) -> tuple[str | None, int]:
         if flexible:
-            n, p = uvarint(b, p)
+            n, p = read_uvarint(b, p)
             n -= 1
         else:
-            (n,) = _I16.unpack_from(b, p)
+            (n,) = I16.unpack_from(b, p)
             p += 2
         if n < -1:
             raise MalformedResponse(f"negative string length {n}")
@@ -119,10 +92,10 @@ def _decode(b: bytes, *, flexible: bool) -> tuple[list[EntityResult], int]:
 
     def array(p: int) -> tuple[int, int]:
         if flexible:
-            n, p = uvarint(b, p)
+            n, p = read_uvarint(b, p)
             n -= 1
         else:
-            (n,) = _I32.unpack_from(b, p)
+            (n,) = I32.unpack_from(b, p)
             p += 4
         check_count(max(n, 0), b, p)
         return n, p
@@ -130,7 +103,7 @@ def _decode(b: bytes, *, flexible: bool) -> tuple[list[EntityResult], int]:
     entries, p = array(p)
     results: list[EntityResult] = []
     for _ in range(max(entries, 0)):
-        (error_code,) = _I16.unpack_from(b, p)
+        (error_code,) = I16.unpack_from(b, p)
         message, p = string(p + 2)
         parts, p = array(p)
         entity: list[tuple[str, str | None]] = []

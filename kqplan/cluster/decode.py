@@ -26,10 +26,14 @@ from typing import Any
 
 from kqplan.core.entity import CLIENT_ID, USER, Entity, canonical
 from kqplan.core.state import QuotaState
+from kqplan.wire import Malformed, check_count, read_uvarint, skip_tags
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _F64 = struct.Struct(">d").unpack_from
+
+MalformedResponse = Malformed
+"""The bytes are not the response of the version announced (:class:`kqplan.wire.Malformed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,40 +42,6 @@ class DescribeResponse:
     error_message: str | None
     state: QuotaState | None
     """None when the broker sent no entries (it does so exactly when error_code is set)."""
-
-
-class MalformedResponse(ValueError):
-    """The bytes are not a DescribeClientQuotasResponse of the version announced."""
-
-
-def uvarint(b: bytes, p: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        byte = b[p]
-        p += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, p
-        shift += 7
-        if shift > 28:
-            raise MalformedResponse("varint too long")
-
-
-def skip_tags(b: bytes, p: int) -> int:
-    count, p = uvarint(b, p)
-    check_count(count, b, p)
-    for _ in range(count):
-        _, p = uvarint(b, p)
-        size, p = uvarint(b, p)
-        p += size
-    return p
-
-
-def check_count(count: int, b: bytes, p: int) -> None:
-    """An array count no frame could hold (every element takes at least a byte) is malformed:
-    it would make the decoder loop, or allocate, far past the data."""
-    if count < 0 or count > len(b) - p:
-        raise MalformedResponse(f"array count {count} runs past the {len(b)}-byte frame")
 
 
 def decode_describe_response(body: bytes, version: int) -> DescribeResponse:
@@ -150,10 +120,10 @@ def _head_v1(b: bytes) -> tuple[int, str | None, int, int]:
     p = 4  # ThrottleTimeMs
     (error_code,) = _I16(b, p)
     p += 2
-    n, p = uvarint(b, p)
+    n, p = read_uvarint(b, p)
     message = None if n == 0 else b[p:p + n - 1].decode()
     p += max(n - 1, 0)
-    count, p = uvarint(b, p)
+    count, p = read_uvarint(b, p)
     return error_code, message, count, p
 
 
@@ -172,20 +142,20 @@ def _decode_v1(b: bytes) -> tuple[DescribeResponse, int]:
         m = b[p]
         p += 1
         if m & 0x80:
-            m, p = uvarint(b, p - 1)
+            m, p = read_uvarint(b, p - 1)
         parts: list[tuple[str, str | None]] = []
         for _ in range(m - 1):
             n = b[p]
             p += 1
             if n & 0x80:
-                n, p = uvarint(b, p - 1)
+                n, p = read_uvarint(b, p - 1)
             raw = b[p:p + n - 1]
             p += n - 1
             entity_type = strings.get(raw) or strings.setdefault(raw, raw.decode())
             n = b[p]
             p += 1
             if n & 0x80:
-                n, p = uvarint(b, p - 1)
+                n, p = read_uvarint(b, p - 1)
             if n == 0:
                 parts.append((entity_type, None))
             else:
@@ -231,14 +201,14 @@ def _values_v1(b: bytes, p: int, strings: dict[bytes, str], layouts: dict[bytes,
     k = b[p]
     p += 1
     if k & 0x80:
-        k, p = uvarint(b, p - 1)
+        k, p = read_uvarint(b, p - 1)
     values = {}
     plain = k < 0x80
     for _ in range(k - 1):
         n = b[p]
         p += 1
         if n & 0x80:
-            n, p = uvarint(b, p - 1)
+            n, p = read_uvarint(b, p - 1)
             plain = False
         raw = b[p:p + n - 1]
         p += n - 1

@@ -30,7 +30,9 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from kqplan import wire
 from kqplan.sandbox.engine import AlterEntry, AlterResult, DescribeComponent, DescribeResult, WireOp
+from kqplan.wire import F64, I8, I16, I32, Malformed
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 DESCRIBE_QUOTAS, ALTER_QUOTAS, DESCRIBE_CLUSTER = 48, 49, 60
@@ -212,23 +214,16 @@ def _configs_response(version: int, results: Sequence[tuple[int, str | None, int
     type 0 (unknown), without synonyms or documentation; checked byte for byte against those
     classes in tests/sandbox/encode_test.py."""
     flexible = version >= FIRST_FLEXIBLE[DESCRIBE_CONFIGS]
-    tag = b"\x00" if flexible else b""
-
-    def string(text: str | None) -> bytes:
-        if text is None:
-            return b"\x00" if flexible else _I16.pack(-1)
-        data = text.encode()
-        return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-
-    def count(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-    out = [_I32.pack(0), count(len(results))]
+    tag = wire.NO_TAGS if flexible else b""
+    string = wire.strings(flexible=flexible)
+    out = [I32.pack(0), wire.count(len(results), flexible=flexible)]
     for error, message, resource_type, name, listed in results:
-        out += (_I16.pack(error), string(message), _I8.pack(resource_type), string(name), count(len(listed)))
+        out += (I16.pack(error), string(message), I8.pack(resource_type), string(name),
+                wire.count(len(listed), flexible=flexible))
         for key, value, source in listed:
             # ReadOnly, ConfigSource, IsSensitive, Synonyms (none), then v3+: ConfigType, Documentation
-            out += (string(key), string(value), b"\x01", _I8.pack(source), b"\x00", count(0))
+            out += (string(key), string(value), b"\x01", I8.pack(source), b"\x00",
+                    wire.count(0, flexible=flexible))
             if version >= 3:
                 out += (b"\x00", string(None))
             out.append(tag)
@@ -251,11 +246,11 @@ def describe_response(version: int, result: DescribeResult) -> bytes:
     tag = b"\x00" if flexible else b""
     strings: dict[str, bytes] = {}  # types and keys repeat: encode each once
     floats: dict[float, bytes] = {}  # zeros bypass it: 0.0 == -0.0, but their bytes differ
-    pack_double = _F64.pack
+    pack_double = F64.pack
 
     def string(text: str) -> bytes:
         data = text.encode()
-        return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+        return (wire.uvarint(len(data) + 1) if flexible else I16.pack(len(data))) + data
 
     def cached(text: str) -> bytes:
         hit = strings.get(text)
@@ -264,10 +259,10 @@ def describe_response(version: int, result: DescribeResult) -> bytes:
         return hit
 
     def count(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
+        return wire.uvarint(n + 1) if flexible else I32.pack(n)
 
     null_string = b"\x00" if flexible else b"\xff\xff"
-    out = [_I32.pack(0), _I16.pack(result.error_code),
+    out = [I32.pack(0), I16.pack(result.error_code),
            null_string if result.error_message is None else string(result.error_message)]
     if result.entries is None:
         out.append(b"\x00" if flexible else b"\xff\xff\xff\xff")
@@ -293,24 +288,6 @@ def describe_response(version: int, result: DescribeResult) -> bytes:
     return b"".join(out)
 
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_F64 = struct.Struct(">d")
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL = [bytes((i,)) for i in range(0x80)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,52 +298,29 @@ class AlterRequest:
     validate_only: bool
 
 
-class Malformed(ValueError):
-    """Bytes no AlterClientQuotasRequest of the version announced is made of."""
-
-
 def alter_request_of(header: Header, payload: bytes) -> AlterRequest:
     """An AlterClientQuotasRequest (v0, v1) read from its bytes (header included; v1 has the
     flexible header, with a tag section after the client id): ``Entries [ Entity [ EntityType
     string, EntityName nullable string ], Ops [ Key string, Value float64, Remove bool ] ],
-    ValidateOnly bool``. Checked against kafka-python's decoder in tests/sandbox/encode_test.py."""
+    ValidateOnly bool``. Checked against kafka-python's decoder in tests/sandbox/alter_wire_test.py."""
     flexible = header.api_version >= FIRST_FLEXIBLE[ALTER_QUOTAS]
     b = payload
-    (size,) = _I16.unpack_from(b, 8)
+    (size,) = I16.unpack_from(b, 8)
     p = 10 + max(size, 0)
     strings: dict[bytes, str] = {}
 
-    def varint(p: int) -> tuple[int, int]:
-        value, shift = 0, 0
-        while True:
-            byte = b[p]
-            p += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value, p
-            shift += 7
-            if shift > 28:
-                raise Malformed("varint too long")
-
     def tags(p: int) -> int:
-        if not flexible:
-            return p
-        count, p = varint(p)
-        for _ in range(count):
-            _, p = varint(p)
-            length, p = varint(p)
-            p += length
-        return p
+        return wire.skip_tags(b, p) if flexible else p
 
     def length(p: int, *, array: bool) -> tuple[int, int]:
         if flexible:
-            n, p = varint(p)
+            n, p = wire.read_uvarint(b, p)
             n -= 1
         elif array:
-            (n,) = _I32.unpack_from(b, p)
+            (n,) = I32.unpack_from(b, p)
             p += 4
         else:
-            (n,) = _I16.unpack_from(b, p)
+            (n,) = I16.unpack_from(b, p)
             p += 2
         if n < -1 or n > len(b) - p:
             raise Malformed(f"a length of {n} at byte {p}")
@@ -403,7 +357,7 @@ def alter_request_of(header: Header, payload: bytes) -> AlterRequest:
         ops = []
         for _ in range(max(n_ops, 0)):
             key, p = plain(p)
-            (value,) = _F64.unpack_from(b, p)
+            (value,) = F64.unpack_from(b, p)
             ops.append(WireOp(key, value, b[p + 8] != 0))
             p = tags(p + 9)
         entries.append(AlterEntry(tuple(entity), tuple(ops)))
@@ -421,28 +375,17 @@ def alter_response(version: int, results: Sequence[AlterResult]) -> bytes:
     """The AlterClientQuotasResponse body, written by hand (kafka-python's classes took ~11 ms
     per 1,000 entities): ``ThrottleTimeMs int32, Entries [ ErrorCode int16, ErrorMessage
     nullable string, Entity [ EntityType string, EntityName nullable string ] ]``; checked byte
-    for byte against those classes in tests/sandbox/encode_test.py."""
+    for byte against those classes in tests/sandbox/alter_wire_test.py."""
     flexible = version >= FIRST_FLEXIBLE[ALTER_QUOTAS]
-    tag = b"\x00" if flexible else b""
-    strings: dict[str | None, bytes] = {}
-
-    def string(text: str | None) -> bytes:
-        done = strings.get(text)
-        if done is None:
-            if text is None:
-                done = b"\x00" if flexible else _I16.pack(-1)
-            else:
-                data = text.encode()
-                done = (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-            strings[text] = done
-        return done
+    tag = wire.NO_TAGS if flexible else b""
+    string = wire.strings(flexible=flexible)
 
     def count(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
+        return wire.count(n, flexible=flexible)
 
-    out = [_I32.pack(0), count(len(results))]
+    out = [I32.pack(0), count(len(results))]
     for r in results:
-        out += (_I16.pack(r.error_code), string(r.error_message), count(len(r.entity)))
+        out += (I16.pack(r.error_code), string(r.error_message), count(len(r.entity)))
         for entity_type, name in r.entity:
             out += (string(entity_type), string(name), tag)
         out.append(tag)
