@@ -57,6 +57,7 @@ class FakeBroker:
     drop_times: int | None = None  # how many times to drop (None: always)
     close_after: set[int] = field(default_factory=set)  # api keys after whose answer it hangs up
     describe_error: tuple[int, str | None] | None = None  # answer describes with this error
+    alter_body: bytes | None = None  # answer alters with these bytes (after applying them)
     state: dict[tuple, dict[str, float]] = field(default_factory=dict)
     log: list[tuple[int, int]] = field(default_factory=list)  # (api key, version) served
     _describe_cache: dict[int, bytes] = field(default_factory=dict)  # big states: encode once
@@ -201,6 +202,8 @@ class FakeBroker:
                     body = bytes(self._respond(key, version, req, conn).encode())
                     if key == 48 and self.describe_error is None:
                         self._describe_cache[version] = body
+                if key == 49 and self.alter_body is not None:
+                    body = self.alter_body
                 if drop == "after":
                     return
                 # Response header: correlation id (+ an empty tag section for flexible versions,

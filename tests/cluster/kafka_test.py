@@ -138,3 +138,33 @@ def test_connect_from_environment(tmp_path):
                              "KQPLAN_COMMAND_CONFIG": str(props)}) as c:
         assert c.config.client_id == "kqplan-ci"
         assert c.describe() == {}
+
+
+# v1 AlterClientQuotasResponse bodies: ThrottleTimeMs, one entry (ErrorCode 0, no message, one
+# entity part user=<name>), the tag sections
+def _answer_for(user: str) -> bytes:
+    name = user.encode()
+    return (b"\0\0\0\0" + b"\x02" + b"\0\0" + b"\0" + b"\x02" + b"\x05user" + bytes([len(name) + 1]) + name
+            + b"\0" + b"\0" + b"\0")
+
+
+def test_the_hand_read_answer_is_the_one_the_broker_sent():
+    with FakeBroker(alter_body=_answer_for("alice")).running() as b, cluster(b) as c:
+        assert [(r.entity, r.ok) for r in c.alter([SET_ALICE], validate_only=False)] == [(ALICE, True)]
+
+
+@pytest.mark.parametrize("validate_only", [True, False])
+def test_an_unreadable_alter_answer_is_an_error_that_says_the_outcome_is_unknown(validate_only):
+    with (FakeBroker(alter_body=_answer_for("alice")[:-4]).running() as b, cluster(b) as c,
+          pytest.raises(KqplanError) as err):
+        c.alter([SET_ALICE], validate_only=validate_only)
+    assert "cannot be read" in err.value.message
+    assert "its outcome is unknown" in err.value.message
+    assert err.value.hint == "run `kqplan plan` to see the state"
+
+
+def test_an_answer_for_an_entity_not_sent_is_refused():
+    with (FakeBroker(alter_body=_answer_for("mallory")).running() as b, cluster(b) as c,
+          pytest.raises(KqplanError) as err):
+        c.alter([SET_ALICE], validate_only=False)
+    assert err.value.message == "the broker answered for {user=mallory}, which was not sent"
