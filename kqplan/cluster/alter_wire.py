@@ -75,13 +75,16 @@ def decode_alter_response(body: bytes, version: int) -> list[EntityResult]:
 def _decode(b: bytes, *, flexible: bool) -> tuple[list[EntityResult], int]:
     p = 4  # ThrottleTimeMs
 
-    def string(p: int) -> tuple[str | None, int]:
+    def length(p: int, size: struct.Struct) -> tuple[int, int]:
+        """A string's length or an array's count (-1: null): a varint of it + 1, or ``size``."""
         if flexible:
             n, p = read_uvarint(b, p)
-            n -= 1
-        else:
-            (n,) = I16.unpack_from(b, p)
-            p += 2
+            return n - 1, p
+        (n,) = size.unpack_from(b, p)
+        return n, p + size.size
+
+    def string(p: int) -> tuple[str | None, int]:
+        n, p = length(p, I16)
         if n < -1:
             raise MalformedResponse(f"negative string length {n}")
         if n == -1:
@@ -91,12 +94,7 @@ def _decode(b: bytes, *, flexible: bool) -> tuple[list[EntityResult], int]:
         return b[p:p + n].decode(), p + n
 
     def array(p: int) -> tuple[int, int]:
-        if flexible:
-            n, p = read_uvarint(b, p)
-            n -= 1
-        else:
-            (n,) = I32.unpack_from(b, p)
-            p += 4
+        n, p = length(p, I32)
         check_count(max(n, 0), b, p)
         return n, p
 
