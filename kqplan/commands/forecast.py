@@ -19,7 +19,15 @@ from pathlib import Path
 from kqplan.config.model import ClusterEntry, ProjectConfig
 from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
-from kqplan.fleet.impact import DEFAULT_WINDOW, BucketRow, Impact, Throttled, impact_rows, summarize
+from kqplan.fleet.impact import (
+    DEFAULT_WINDOW,
+    BucketRow,
+    Impact,
+    ImpactRow,
+    Throttled,
+    impact_rows,
+    summarize,
+)
 from kqplan.fleet.samples import Sample
 from kqplan.fleet.usage_schema import CLIENT_BUCKET, USER_BUCKET
 from kqplan.metrics.names import MetricNames
@@ -78,9 +86,29 @@ def forecast_of(impact: Impact, cluster: str, source: str,
             for b, throttled in judged.values() if throttled is True]
     over.sort(key=lambda t: (-(t.usage or 0.0) / (t.quota or 1.0), t.bucket, t.key))
     unknown = [t for t in summary.unknown if judged.get((t.bucket, t.key), (None, None))[1] is None]
-    return ForecastView(cluster, source, summary.principals, tuple(over),
-                        tuple(map(_bucket, unknown)), tuple(map(_bucket, summary.relieved)),
-                        summary.windowed)
+    relieved = relieved_of(impact, cluster, summary.relieved, censored)
+    return ForecastView(cluster, source, summary.principals, tuple(over), tuple(map(_bucket, unknown)),
+                        relieved, summary.windowed)
+
+
+def relieved_of(impact: Impact, cluster: str, relieved: Sequence[Throttled],
+                censored: Collection[tuple[str, str]] = ()) -> tuple[ForecastBucket, ...]:
+    """The buckets the plan relieves: fleet impact's (their usage passed their quota before the
+    plan, not after), and each bucket Kafka throttled in the window (``censored``) whose quota the
+    plan raises or removes, for its members that are not over their quota after it. Kafka holds a
+    throttled bucket at its quota, so its measured usage lies on either side of it: the throttle
+    sensor, not the usage, says it was throttled (the mirror of :func:`verdicts`)."""
+    found = {(t.bucket, t.key): _bucket(t) for t in relieved}
+    held: dict[tuple[str, str], list[ImpactRow]] = {}
+    for r in impact.rows:
+        if (r.cluster == cluster and r.before_group is not None and (r.before_group, r.key) in censored
+                and (r.before_group, r.key) not in found and r.would_throttle is False
+                and r.before_value is not None and (r.after_value is None or r.after_value > r.before_value)):
+            held.setdefault((r.before_group, r.key), []).append(r)
+    for (group, key), rows in held.items():
+        found[group, key] = ForecastBucket(group, key, len({(r.user, r.client_id, r.bucket) for r in rows}),
+                                           rows[0].before_group_usage, None, rows[0].before_value, held=True)
+    return tuple(found[k] for k in sorted(found))
 
 
 def _bucket(t: Throttled) -> ForecastBucket:

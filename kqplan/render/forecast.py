@@ -33,8 +33,8 @@ class ForecastBucket:
     quota: float | None
     newly: bool = False
     held: bool = False
-    """Kafka throttled it in the window and the plan keeps or lowers its quota: its usage is what
-    the quota let through."""
+    """Kafka throttled it in the window (throttled after the plan: the plan keeps or lowers its
+    quota; relieved: it raises or removes it): its usage is what the quota let through."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,12 @@ def _over(b: ForecastBucket) -> str:
     return f"{_amount(b.key, b.usage)} over {_amount(b.key, b.quota)}"
 
 
+def _before(b: ForecastBucket) -> str:
+    if b.held:
+        return f"throttled by Kafka in the window, at {_amount(b.key, b.usage)} of {_amount(b.key, b.quota)}"
+    return f"{_amount(b.key, b.usage)} over {_amount(b.key, b.quota)} before"
+
+
 def _split(b: ForecastBucket) -> str:
     known = f"{_amount(b.key, b.usage)} known, " if b.usage is not None else ""
     return f"{known}up to {_amount(b.key, b.usage_max)}, quota {_amount(b.key, b.quota)}"
@@ -93,8 +99,8 @@ def render_text(view: ForecastView) -> str:
                      "the new buckets is not measured):")
         lines += _capped([terminal(f"    ? {b.bucket} {b.key}: {_split(b)}") for b in view.unknown], "    ")
     if view.relieved:
-        lines.append("  Relieved (over their quota before the plan, not after):")
-        lines += _capped([terminal(f"    - {b.bucket} {b.key}: {_over(b)} before") for b in view.relieved],
+        lines.append("  Relieved (over their quota or throttled by Kafka before the plan, not after):")
+        lines += _capped([terminal(f"    - {b.bucket} {b.key}: {_before(b)}") for b in view.relieved],
                          "    ")
     return "\n".join(lines) + "\n"
 

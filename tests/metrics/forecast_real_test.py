@@ -34,8 +34,10 @@ def test_the_plan_forecasts_exactly_the_buckets_kafka_then_throttles(scenario: S
     assert newly == _shown(set(FORECAST) - ALREADY)
     assert forecast["split_unknown"] == []  # every bucket was measured per pair: nothing guessed
     assert (forecast["would_throttle"], forecast["newly"]) == (len(FORECAST), len(FORECAST) - 1)
+    # the raised bucket, however its usage held at the old quota measured: Kafka's throttle sensor says
+    # it was throttled (its usage alone passed its quota in some runs and not in others)
     relieved = {(b["key"], b["bucket"]) for b in forecast["relieved"]}
-    assert _shown({RAISED}) <= relieved
+    assert relieved == _shown({RAISED}), scenario.plan_out
 
 
 def test_kafka_throttles_after_the_apply_exactly_the_forecast_buckets(scenario: Scenario):

@@ -240,3 +240,51 @@ def test_usage_that_cannot_be_read_is_an_error_never_would_throttle_0(files, ser
     assert result.exit_code == 1
     assert said in result.stderr
     assert "Would throttle" not in result.stdout
+
+
+def _held_at_their_quotas(request: Request) -> Answer:
+    """raiser and keeper, each held by Kafka at its 5 KiB quota: measured a little under it (as a
+    throttled client's usage often is), and throttled all the window; nudged throttled too, measured
+    over it."""
+    query = request.params.get("query", "")
+    if request.path == "/api/v1/query_range" and "avg_over_time" in query and 'resource="Produce"' in query:
+        return matrix(({"user": "raiser"}, _points(5000)), ({"user": "keeper"}, _points(5000)),
+                      ({"user": "quiet"}, _points(5000)), ({"user": "nudged"}, _points(6000)))
+    if request.path == "/api/v1/query_range" and "throttle_time" in query and 'resource="Produce"' in query:
+        return matrix(*[({"user": user}, _points(700)) for user in ("raiser", "keeper", "nudged")])
+    if request.path == "/api/v1/query_range":
+        return matrix()
+    return vector()
+
+
+def test_a_bucket_kafka_throttled_is_relieved_by_a_raise_whatever_its_measured_usage(tmp_path):
+    """Kafka's throttle sensor, not the usage held at the quota, says a bucket was throttled: the
+    raise relieves raiser (under its old quota by the usage alone); keeper's kept quota keeps it
+    throttled; quiet, raised too but never throttled, is relieved of nothing; nudged's raise is still
+    under its usage."""
+    snapshot = tmp_path / "snapshot.json"
+    quotas = {Entity.user(u): {P: 5120.0} for u in ("raiser", "keeper", "quiet", "nudged")}
+    write_snapshot(snapshot, quotas, "test-cluster")
+    manifests = write_manifest(tmp_path / "m" / "quotas.yaml", """\
+entities:
+  - user: raiser
+    quotas: {producer_byte_rate: 1MiB}
+  - user: keeper
+    quotas: {producer_byte_rate: 5KiB}
+  - user: quiet
+    quotas: {producer_byte_rate: 1MiB}
+  - user: nudged
+    quotas: {producer_byte_rate: 5500}
+""").parent
+    with serve(_held_at_their_quotas) as served:
+        result = _plan((snapshot, manifests), served.url, "--format", "json")
+        text = _plan((snapshot, manifests), served.url)
+    assert result.exit_code == 0, result.stderr
+    usage = result.json["usage"]
+    assert [(b["bucket"], b["usage"], b["quota"], b["throttled_in_window"]) for b in usage["relieved"]] == [
+        ("{user=raiser}", 5000.0, 5120.0, True)]
+    assert sorted((b["bucket"], b["newly"], b["throttled_in_window"]) for b in usage["throttled"]) == [
+        ("{user=keeper}", False, True), ("{user=nudged}", False, False)]
+    assert "Would throttle: 2 buckets (0 newly); relieves 1." in text.stdout
+    assert ("- {user=raiser} producer_byte_rate: throttled by Kafka in the window, at ≈4.88 KiB/s of 5 KiB/s"
+            in text.stdout), text.stdout
