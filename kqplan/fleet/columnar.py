@@ -18,7 +18,7 @@ sample: 10^7 samples are 10^5 observed rows at most.
   and the statistic over a bucket's windows (a bucket of one unit, none split: that unit's means,
   no join).
 - Python decides, once per distinct unit, with the reference's own functions: where each unit's
-  members fall per key before and after the plan (:func:`kqplan.fleet.impact._sides`, the core's
+  members fall per key before and after the plan (:func:`kqplan.fleet.impact.placements`, the core's
   resolution and buckets), then each bucket's quota and verdict
   (:func:`~kqplan.fleet.impact.verdict`) and the rows (:func:`kqplan.fleet.impact._rows`, which
   judges a split unit by :func:`~kqplan.fleet.impact.judged`). Each bucket gets a number, and a
@@ -66,9 +66,9 @@ from kqplan.fleet.impact import (
     Impact,
     Side,
     _rows,
-    _sides,
     _unused,
     group_usage,
+    placements,
     verdict,
 )
 from kqplan.fleet.resources import Resources
@@ -206,7 +206,7 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
     # DuckDB's statistics while Python resolves the units, its bucket sums while Python finds the
     # unused entries: each pair overlaps on two cores (DuckDB lets go of the GIL while it works)
     with _beside(con, lambda: _stats(con, counts, q, clusters, held=held, memory=memory)) as stats_done:
-        sides = _sides(states, units)
+        sides = placements(states, units)
         members = [Members.of(side) for side in sides]
         numbers: dict[tuple[int, Group], int] = {}  # (side, bucket) -> its number
         for side, found in enumerate(members):

@@ -194,7 +194,8 @@ _UNLIMITED: frozenset[Entity | None] = frozenset((None,))
 """unit -> key -> (the buckets its members fall in, and when one: its quota and source)."""
 
 
-def _sides(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[Unit]) -> tuple[Side, Side]:
+def placements(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[Unit]
+               ) -> tuple[Side, Side]:
     """Where each observed unit's members fall, per key, before and after the plan: a principal in
     its bucket; a measured bucket's members (:func:`kqplan.core.buckets.classes` of every name of
     the cluster's states and usage, those Kafka counted in it before the plan) in one bucket or
@@ -296,7 +297,7 @@ def impact_rows(states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Usag
     stats = usage_stats(samples, q, units=True)
     means = window_means((s for s in samples if s.cluster not in untimed), window, units=True)
     units = sorted(u for u in observed.units if u[0] in states)
-    sides = _sides(states, units)
+    sides = placements(states, units)
     indexes = ({c: QuotaIndex.of(b) for c, (b, _) in states.items()},
                {c: QuotaIndex.of(a) for c, (_, a) in states.items()})
     judged_buckets: list[dict[tuple[str, str, Entity], BucketRow]] = []

@@ -5,18 +5,18 @@ What is computed where:
 
 - Spark: the usage read, checked and aggregated per *unit* — a principal's row, or a measured
   quota bucket's (``bucket`` ``user``/``client-id``) — and key: the statistic over its samples,
-  its mean per window. Every principal joined against the eight precedence levels before and after
-  the plan (its quota, the entry that sets it, its bucket): the levels and the bucket rule are the
-  core's, taken as data. Per bucket, side and key, the usage known (the units wholly in it) and
+  its mean per window. Per bucket, side and key, the usage known (the units wholly in it) and
   the most it may be (with the whole usage of split units partly in it): the members' means
   summed per window, then the statistic over the windows (an untimed cluster: the members'
   statistics summed); the bucket's verdict; each row's.
-- This process: the measured buckets' units only, one per bucket Kafka measured (a few), collected
-  with the names their classes need (the distinct client-ids of a cluster with a ``{user=U}``
-  bucket's row, the distinct users of one with a ``{client-id=C}`` bucket's row) and resolved by
-  the core as the reference resolves them (:func:`kqplan.core.buckets.classes`, ``members``,
-  ``destinations``, ``bucket_quota``); shipped back as two small frames: where each unit falls per
-  key and side (a bucket, or split), and the buckets it falls in, wholly or in part.
+- This process (:mod:`kqplan.fleet.spark_placed`, the core's rule): where each principal falls
+  before and after the plan — its quota, the entry that sets it, its bucket — shipped back as one
+  frame of a row per principal; and the measured buckets' units only, one per bucket Kafka
+  measured (a few), collected with the names their classes need (the distinct client-ids of a
+  cluster with a ``{user=U}`` bucket's row, the distinct users of one with a ``{client-id=C}``
+  bucket's row) and resolved as the reference resolves them (:func:`kqplan.core.buckets.classes`,
+  ``members``, ``destinations``, ``bucket_quota``); shipped back as two small frames: where each
+  unit falls per key and side (a bucket, or split), and the buckets it falls in, wholly or in part.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kqplan.core.buckets import bucket, bucket_quota, classes, destinations, members, shown, shown_text
+from kqplan.core.buckets import bucket, shown, shown_text
 from kqplan.core.entity import CLIENT_ID, USER, Entity, EntityKind
-from kqplan.core.resolve import CLIENT_LEVELS, Effective, Match, QuotaIndex, effective, level_of
+from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, BucketRow, Impact, ImpactRow, UnusedRow
 from kqplan.fleet.spark import collect_rows, frame_of
-from kqplan.fleet.usage import USAGE_KEYS, Unit
+from kqplan.fleet.spark_placed import MEMBER, PLACED, PRINCIPALS, SIDES, measured_rows, principal_rows
+from kqplan.fleet.usage import USAGE_KEYS
 from kqplan.fleet.usage_schema import CLIENT_BUCKET, USER_BUCKET
 
 
@@ -66,7 +67,6 @@ UNIT = ["cluster", "user", "client_id", "bucket"]
 UNIT_KEYS = [*UNIT, "key"]
 GROUP = ["cluster", "key", "side", "bu", "bc"]
 """A bucket on one side of the plan, by its tags (null: the bucket does not carry that name)."""
-SIDES = ("before", "after")
 
 
 def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
@@ -186,15 +186,16 @@ Seen = Callable[[Collection[str]], None]
 @contextmanager
 def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, window: float,
                      seen: Seen | None = None, *,
-                     buckets: bool = False) -> Iterator[tuple[Any, Any, list[str]]]:
+                     buckets: bool = False) -> Iterator[tuple[Any, Any, list[str], Any]]:
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
-    :func:`usage_table` of ``clusters``, each unit-key's mean per window, and the clusters with a
-    sample without ``ts`` (not windowed). Two reads of the usage in all: an unchecked usage frame
-    (one with ``problem``) is checked by the first aggregation, every row of any cluster, and only
-    when a row is refused is the usage searched again, for the message; ``buckets`` false, a quota
-    bucket's row is refused (``fleet rightsize``), as ``read_usage`` refuses it. ``seen`` hears
-    every cluster the usage names, from the same aggregation (the other clusters' rates left out
-    of it), before anything else is computed."""
+    :func:`usage_table` of ``clusters``, each unit-key's mean per window, the clusters with a
+    sample without ``ts`` (not windowed), and each unit-key's statistic over its window means
+    (``cluster, user, client_id, bucket, key, usage``; not kept). Two reads of the usage in all: an
+    unchecked usage frame (one with ``problem``) is checked by the first aggregation, every row of
+    any cluster, and only when a row is refused is the usage searched again, for the message;
+    ``buckets`` false, a quota bucket's row is refused (``fleet rightsize``), as ``read_usage``
+    refuses it. ``seen`` hears every cluster the usage names, from the same aggregation (the other
+    clusters' rates left out of it), before anything else is computed."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_usage import check, read_error, refused
@@ -224,92 +225,18 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
                          .collect())
         means = (usage.where(mine & ~F.col("cluster").isin(untimed))
                  .withColumn("w", F.floor(F.col("ts") / F.lit(window)))
-                 .groupBy(*UNIT, "w").agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))
-                 .select(*UNIT, "w", _stacked("mean"))
-                 .where(F.col("mean").isNotNull())).persist()
-        yield base, means, untimed
+                 .groupBy(*UNIT, "w").agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))).persist()
+        # a unit's own statistic over its window means, the keys side by side (as the usage's)
+        own = (means.groupBy(*UNIT).agg(*(_statistic(k, q).alias(k) for k in USAGE_KEYS))
+               .select(*UNIT, _stacked("usage")).where(F.col("usage").isNotNull()))
+        yield base, means.select(*UNIT, "w", _stacked("mean")).where(F.col("mean").isNotNull()), untimed, own
     finally:
         table.unpersist()
         if means is not None:
             means.unpersist()
 
 
-# -- the measured buckets' units, resolved in this process -----------------------------------------
-
-_PLACED = ("cluster string, user string, client_id string, bucket string, key string, side string, "
-           "value double, source string, bu string, bc string, split boolean, unlimited boolean")
-"""Where a unit falls, per key and side: its bucket (tags null: unlimited), with its quota and the
-entry that sets it; or split (``unlimited``: some of its members in no bucket)."""
-_MEMBER = ("cluster string, user string, client_id string, bucket string, key string, side string, "
-           "bu string, bc string, whole boolean, value double, source string")
-"""A unit in a bucket, wholly or (split) in part, with the bucket's quota and its entry."""
-
-
-def _tags(group: Entity | None) -> tuple[str | None, str | None]:
-    if group is None:
-        return None, None
-    return (group.get(USER) if USER in group else None, group.get(CLIENT_ID) if CLIENT_ID in group else None)
-
-
-def _resolver(indexes: tuple[QuotaIndex, QuotaIndex]) -> tuple[
-        Callable[[int, str, str], Effective], Callable[[int, int], Callable[[str, str], Entity | None]]]:
-    """``resolved(side, user, client_id)``, the core's resolution on one side (cached), and
-    ``source(side, i)``: the entity that supplies key ``i`` of a connection on that side."""
-    cache: dict[tuple[int, str, str], Effective] = {}
-
-    def resolved(side: int, user: str, client_id: str) -> Effective:
-        hit = cache.get((side, user, client_id))
-        if hit is None:
-            hit = cache[side, user, client_id] = effective(indexes[side], user, client_id)
-        return hit
-
-    def source(side: int, i: int) -> Callable[[str, str], Entity | None]:
-        return lambda user, client_id: resolved(side, user, client_id)[i][1]
-
-    return resolved, source
-
-
-def measured_rows(states: Mapping[str, tuple[QuotaState, QuotaState]], units: Sequence[Unit],
-                  usage_names: Mapping[str, tuple[set[str], set[str]]]
-                  ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The :data:`_PLACED` and :data:`_MEMBER` rows of the measured buckets' ``units``, as
-    :func:`kqplan.fleet.impact.impact_rows` resolves them: their classes of every name of the
-    cluster's states and of ``usage_names`` (the users, the client-ids of its usage that the
-    reference's names hold), those Kafka counted in them before the plan, where those fall."""
-    placed: list[tuple[Any, ...]] = []
-    found: list[tuple[Any, ...]] = []
-    for cluster in sorted({u[0] for u in units}):
-        before, after = states[cluster]
-        users, client_ids = (set(n) for n in usage_names.get(cluster, (set(), set())))
-        for entity in (*before, *after):
-            if (user := entity.get(USER)) is not None:
-                users.add(user)
-            if (client_id := entity.get(CLIENT_ID)) is not None:
-                client_ids.add(client_id)
-        indexes = (QuotaIndex.of(before), QuotaIndex.of(after))
-        resolved, source = _resolver(indexes)
-        for unit in (u for u in units if u[0] == cluster):
-            measured = Entity.user(unit[1]) if unit[3] == USER_BUCKET else Entity.client(unit[2])
-            candidates = classes(measured, users, client_ids)
-            for i, key in enumerate(USAGE_KEYS):
-                inside = members(measured, candidates, source(0, i))
-                for side, label in enumerate(SIDES):
-                    where = destinations(measured, inside, source(side, i))
-                    if len(where) == 1:
-                        (group,) = where
-                        value, origin = resolved(side, *inside[0])[i]
-                        shown_origin = origin.display if origin is not None else None
-                        placed.append((*unit, key, label, value, shown_origin, *_tags(group), False, False))
-                        if group is not None:
-                            found.append((*unit, key, label, *_tags(group), True, value, shown_origin))
-                        continue
-                    placed.append((*unit, key, label, None, None, None, None, True, None in where))
-                    for group in sorted((g for g in where if g is not None), key=Entity.sort_key):
-                        quota = bucket_quota(indexes[side], group, key)
-                        assert quota is not None  # a member of it resolves to a quota of its shape
-                        found.append((*unit, key, label, *_tags(group), False, quota[0], quota[1].display))
-    return placed, found
-
+# -- what this process resolves: the principals, the measured buckets' units ---------------------
 
 def _measured(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], base: Any) -> tuple[Any, Any]:
     """:func:`measured_rows` as frames: the measured buckets' units of ``base`` and the names their
@@ -330,25 +257,29 @@ def _measured(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], b
     for name_cluster, name_kind, name in wanted.distinct().collect():
         names.setdefault(name_cluster, (set(), set()))[name_kind].add(name)
     placed, found = measured_rows(states, units, names)
-    return frame_of(spark, placed, _PLACED), frame_of(spark, found, _MEMBER)
+    return frame_of(spark, placed, PLACED), frame_of(spark, found, MEMBER)
 
 
 # -- the buckets and the rows, on Spark -------------------------------------------------------------
 
 def _principals(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], base: Any) -> Any:
-    """:data:`_PLACED` of every principal: its winner of the eight levels (:func:`winners`), per side."""
+    """:data:`PLACED` of every principal-key of ``base``, per side: its quota, the entry that sets it
+    and its bucket, resolved in this process by the core (:mod:`kqplan.fleet.spark_placed`: one
+    small job collects the principals, one frame ships them back, a row per principal)."""
     from pyspark.sql import functions as F
 
-    principals = base.where(F.col("bucket") == "").select(*UNIT_KEYS)
-    placed = []
-    for i, side in enumerate(SIDES):
-        entries = quota_entries(spark, {cluster: pair[i] for cluster, pair in states.items()})
-        bu, bc = bucket_tags("won")
-        placed.append(principals.join(winners(spark, principals, entries, "won"), KEYS, "left").select(
-            *UNIT_KEYS, F.lit(side).alias("side"), F.col("won.value").alias("value"),
-            F.col("won.source").alias("source"), bu.alias("bu"), bc.alias("bc"),
-            F.lit(False).alias("split"), F.lit(False).alias("unlimited")))
-    return placed[0].unionByName(placed[1])
+    principals = collect_rows(base.where((F.col("bucket") == "") & (F.col("key") == USAGE_KEYS[0]))
+                              .select("cluster", "user", "client_id"))  # a unit's keys are rows of it
+    wide = frame_of(spark, principal_rows(states, principals), PRINCIPALS)
+    parts = ", ".join(f"'{side}', '{key}', `{side}_{i}_value`, `{side}_{i}_source`, `{side}_{i}_tags`"
+                      for side in SIDES for i, key in enumerate(USAGE_KEYS))
+    placed = wide.select("cluster", "user", "client_id", F.expr(
+        f"stack({len(SIDES) * len(USAGE_KEYS)}, {parts}) as (side, key, value, source, tags)"))
+    tags = F.col("tags")
+    return placed.select("cluster", "user", "client_id", F.lit("").alias("bucket"), "key", "side", "value",
+                         "source", F.when(tags.bitwiseAND(1) == 1, F.col("user")).alias("bu"),
+                         F.when(tags.bitwiseAND(2) == 2, F.col("client_id")).alias("bc"),
+                         F.lit(False).alias("split"), F.lit(False).alias("unlimited"))
 
 
 def _joined(left: Any, right: Any, on: Sequence[str], how: str = "left") -> Any:
@@ -360,27 +291,39 @@ def _joined(left: Any, right: Any, on: Sequence[str], how: str = "left") -> Any:
     return joined.drop(*(f"kq_{c}" for c in on))
 
 
-def _buckets(inside: Any, base: Any, means: Any, q: float | None, untimed: Sequence[str]) -> Any:
-    """Per bucket (:data:`GROUP`) of the units ``inside`` it (:data:`_MEMBER`): ``value, source``,
+def _buckets(inside: Any, base: Any, windowed: tuple[Any, Any], q: float | None,
+             untimed: Sequence[str]) -> Any:
+    """Per bucket (:data:`GROUP`) of the units ``inside`` it (:data:`MEMBER`): ``value, source``,
     ``usage`` (the units wholly in it: their means summed per window, the statistic over the
-    windows; untimed, their statistics summed), ``usage_max`` (with the split units' whole usage;
-    null without any), ``throttled`` (:func:`kqplan.fleet.impact.verdict`), ``members``, ``shares``."""
+    windows; a bucket of one unit: that unit's own statistic of its means; untimed, their
+    statistics summed), ``usage_max`` (with the split units' whole usage; null without any),
+    ``throttled`` (:func:`kqplan.fleet.impact.verdict`), ``members``, ``shares``. ``windowed``: the
+    window means and the units' own statistics of them (:func:`usage_aggregates`)."""
     from pyspark.sql import functions as F
 
+    means, own = windowed
     whole = F.col("whole")
-    timed = (inside.join(means, UNIT_KEYS).groupBy(*GROUP, "w")
+    info = inside.groupBy(*GROUP).agg(
+        F.count(F.when(whole, 1)).alias("members"), F.count(F.when(~whole, 1)).alias("shares"),
+        # the quota of its last unit wholly in it (the reference's), else of its bucket
+        F.max(F.when(whole, F.struct("user", "client_id", "bucket", "value", "source"))).alias("wq"),
+        F.min(F.when(~whole, F.struct("value", "source"))).alias("pq"))
+    # A bucket of one unit, wholly in it (most buckets): its usage is that unit's own statistic over
+    # its window means, computed once for both sides of the plan; only the others' members are
+    # joined to their window means and summed per window (issue 42: 24 s of 70 on the windows shape).
+    alone = (F.col("members") == 1) & (F.col("shares") == 0)
+    unit = (F.col(f"wq.{c}").alias(c) for c in ("user", "client_id", "bucket"))
+    singles = (info.where(alone).select(*GROUP, *unit)
+               .join(own, UNIT_KEYS).select(*GROUP, "usage", F.lit(None).cast("double").alias("usage_max")))
+    several = _joined(inside, info.where(~alone).select(*GROUP), GROUP, "left_semi")
+    timed = (several.join(means, UNIT_KEYS).groupBy(*GROUP, "w")
              .agg(F.sum(F.when(whole, F.col("mean"))).alias("known"), F.sum("mean").alias("most"))
              .groupBy(*GROUP).agg(_statistic("known", q).alias("usage"),
                                   _statistic("most", q).alias("usage_max")))
     summed = (inside.where(F.col("cluster").isin(list(untimed)))
               .join(base.select(*UNIT_KEYS, "usage"), UNIT_KEYS).groupBy(*GROUP)
               .agg(F.sum(F.when(whole, F.col("usage"))).alias("usage"), F.sum("usage").alias("usage_max")))
-    info = inside.groupBy(*GROUP).agg(
-        F.count(F.when(whole, 1)).alias("members"), F.count(F.when(~whole, 1)).alias("shares"),
-        # the quota of its last unit wholly in it (the reference's), else of its bucket
-        F.max(F.when(whole, F.struct("user", "client_id", "bucket", "value", "source"))).alias("wq"),
-        F.min(F.when(~whole, F.struct("value", "source"))).alias("pq"))
-    table = _joined(info, timed.unionByName(summed), GROUP)
+    table = _joined(info, timed.unionByName(singles).unionByName(summed), GROUP)
     value = F.when(F.col("wq").isNotNull(), F.col("wq.value")).otherwise(F.col("pq.value"))
     source = F.when(F.col("wq").isNotNull(), F.col("wq.source")).otherwise(F.col("pq.source"))
     usage, most = F.col("usage"), F.when(F.col("shares") > 0, F.col("usage_max"))
@@ -391,7 +334,7 @@ def _buckets(inside: Any, base: Any, means: Any, q: float | None, untimed: Seque
 
 
 def _judged(placed: Any, found: Any, groups: Any) -> Any:
-    """The measured units' placements (:data:`_PLACED`) with ``judged``, a split unit's verdict from
+    """The measured units' placements (:data:`PLACED`) with ``judged``, a split unit's verdict from
     its buckets' (:func:`kqplan.fleet.impact.judged`: one verdict when all agree, an unlimited
     member's false, else null)."""
     from pyspark.sql import functions as F
@@ -419,7 +362,7 @@ def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]]
     used; ``seen`` hears the clusters the usage names (:func:`usage_aggregates`)."""
     from pyspark.sql import functions as F
 
-    with usage_aggregates(usage, list(states), q, window, seen, buckets=True) as (base, means, untimed):
+    with usage_aggregates(usage, list(states), q, window, seen, buckets=True) as (base, means, untimed, own):
         measured, found = _measured(spark, states, base)
         principals = _principals(spark, states, base).persist()
         groups = None
@@ -427,7 +370,7 @@ def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]]
             inside = (principals.where(F.col("bu").isNotNull() | F.col("bc").isNotNull())
                       .select(*UNIT_KEYS, "side", "bu", "bc", F.lit(True).alias("whole"), "value", "source"))
             inside = inside if found is None else inside.unionByName(found)
-            groups = _buckets(inside, base, means, q, untimed).persist()
+            groups = _buckets(inside, base, (means, own), q, untimed).persist()
             placed = principals.withColumn("judged", F.lit(None).cast("boolean"))
             placed = placed if found is None else placed.unionByName(_judged(measured, found, groups))
             totals = groups.select(*GROUP, F.col("usage").alias("group_usage"),

@@ -131,7 +131,7 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
         with_effective,
     )
 
-    with usage_aggregates(usage, list(states), rules.q, window, seen) as (base, means, untimed):
+    with usage_aggregates(usage, list(states), rules.q, window, seen) as (base, means, untimed, _):
         entries = quota_entries(spark, states)
         table = with_effective(spark, base.where(F.col("usage").isNotNull()), entries, "current")
         unlimited = F.col("current").isNull()
