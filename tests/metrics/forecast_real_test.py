@@ -15,7 +15,7 @@ from datetime import datetime
 from kqplan.core.entity import Entity
 from kqplan.metrics.buckets import bucket_of_labels
 from kqplan.metrics.names import DEFAULT_KEYS
-from tests.metrics.scenario import FORECAST, HELD_AFTER, MUTED_AFTER, RAISED, UNDER_AFTER, Scenario
+from tests.metrics.scenario import DEMAND, FORECAST, HELD_AFTER, MUTED_AFTER, RAISED, UNDER_AFTER, Scenario
 
 KEYS = {metrics.resource: metrics.key for metrics in DEFAULT_KEYS}
 ALREADY = {("producer_byte_rate", Entity.user("gina"))}
@@ -73,8 +73,11 @@ def test_verify_enforcement_judges_each_bucket_as_the_plan_leaves_it(scenario: S
     assert set(verdicts) == _shown(HELD_AFTER | MUTED_AFTER | UNDER_AFTER), out
     for key, bucket in HELD_AFTER:
         v = verdicts[key, bucket.display]
-        assert (v["outcome"], v["finding"]) == ("confirmed", "held"), v
         assert v["throttled_after_change_from"] is not None
+        if v["finding"] == "muted":  # decided within one of Kafka's delays: see _muted_as_kafka_asks
+            _muted_as_kafka_asks(scenario, key, bucket, v)
+            continue
+        assert (v["outcome"], v["finding"]) == ("confirmed", "held"), v
         assert 0.8 * v["quota"] <= v["usage"] <= 1.2 * v["quota"], v
         assert f"✓ {bucket.display} {key}: confirmed: Kafka throttles it and holds it at its quota" in out
     for key, bucket in MUTED_AFTER:
@@ -88,6 +91,21 @@ def test_verify_enforcement_judges_each_bucket_as_the_plan_leaves_it(scenario: S
         assert v["throttle_ms"] is None
     assert "contradicted" not in out.split("Enforcement after")[1]
     assert enforcement["summary"] == {"confirmed": len(verdicts), "not_yet_observed": 0, "contradicted": 0}
+
+
+def _muted_as_kafka_asks(scenario: Scenario, key: str, bucket: Entity, v: dict) -> None:
+    """A bucket Kafka holds at its new quota is held by delays: each response waits what the usage
+    over the quota asks (``QuotaUtils.throttleTime``: (usage / quota - 1) x the usage sensor's
+    memory, ~5-9 s for these producers), and a watch that decides within one reads "muted". Then
+    the delay must be what the clients' own rate asks of the new quota, reckoned here from the
+    scenario's rates (not the judge's readings), within the judge's factor 2."""
+    assert (v["outcome"], v["finding"]) == ("confirmed", "muted"), v
+    assert (key, bucket) in DEMAND, f"{bucket.display} {key} muted: only a producer bucket of known rate is"
+    sensors = scenario.report["enforcement"]["sensors"][key]
+    memory = sensors["usage_samples"] * sensors["usage_window_seconds"]
+    asked = (DEMAND[key, bucket] / v["quota"] - 1) * memory * 1000
+    assert 0.5 <= v["throttle_ms"] / asked <= 2, (v, asked)
+    assert v["usage"] < v["quota"]  # the clients waiting: their usage fell under the quota
 
 
 def test_the_raise_is_confirmed_only_once_kafkas_throttle_sensor_forgot(scenario: Scenario):

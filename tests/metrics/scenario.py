@@ -147,6 +147,9 @@ kept, lowered to 16 KiB): Kafka delays its next response by what that usage asks
 (~150 s, ``QuotaUtils.throttleTime``), and it reads nothing meanwhile: ``confirmed`` as muted."""
 HELD_AFTER = set(FORECAST) - {(P, Entity.user("gina"))} - MUTED_AFTER
 """The changed buckets Kafka holds at their new quota: ``confirmed`` as held."""
+DEMAND = {(P, Entity.user("alice")): 60_000.0, (P, Entity.client(SHARED)): 60_000.0,
+          (P, Entity.user("joiner")): 55_000.0, (P, Entity.user("lowered")): 45_000.0}
+"""The producer buckets of HELD_AFTER: what their clients ask together (B/s, from CLIENTS)."""
 UNDER_AFTER = {*CALM, RAISED}
 """The changed buckets under their new quota, not throttled: ``confirmed`` as under."""
 
