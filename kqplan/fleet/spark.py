@@ -10,6 +10,7 @@ session, and frames made of rows in this process (a usage frame of samples: test
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,7 +208,7 @@ def session(*, master: str | None = None, remote: str | None = None,
     # and a master given while SPARK_REMOTE is set is a local session (pyspark would refuse both)
     saved = {k: os.environ.get(k) for k in _CONNECT_ENV}
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    log: str | None = None
+    log, handler = None, None
     spark, existing, failed = None, None, True
     try:
         if not remote:
@@ -236,11 +237,17 @@ def session(*, master: str | None = None, remote: str | None = None,
             with _stderr_to(Path(log)):  # the JVM starts now and keeps this stderr
                 spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
+            if not logging.getLogger().handlers:  # py4j's records of a lost JVM (root's) go there too
+                logging.getLogger().addHandler(handler := logging.FileHandler(log))
         yield spark
         failed = False
     finally:
         if spark is not None and existing is None:
-            spark.stop()
+            with suppress(ConnectionError):  # its JVM already gone (it died of an error): nothing to stop
+                spark.stop()
+        if handler is not None:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -85,28 +85,60 @@ def memory_errors(spark: Any, *, out_is_uri: bool) -> Iterator[None]:
     already go to a URI (so that way out is not offered again)."""
     from kqplan.fleet.spark import java_classes
 
+    heap = heap_mib(spark)  # asked now: a driver that dies cannot say it
     try:
         yield
     except KqplanError:
         raise
     except Exception as exc:
-        if OUT_OF_MEMORY not in java_classes(exc) and OUT_OF_MEMORY not in str(exc):
+        if OUT_OF_MEMORY in java_classes(exc) or OUT_OF_MEMORY in str(exc):
+            raise out_of_memory(heap, out_is_uri=out_is_uri) from None
+        code = driver_exit(spark, wait=10)
+        if code is None:
             raise
-        raise out_of_memory(heap_mib(spark), out_is_uri=out_is_uri) from None
+        if code == OOM_EXIT:
+            raise out_of_memory(heap, out_is_uri=out_is_uri, died=True) from None
+        raise KqplanError(f"Spark's driver JVM stopped (exit code {code}) while it worked",
+                          hint="Spark's own log, named above, says why") from None
 
 
-def out_of_memory(heap: int | None, *, out_is_uri: bool) -> KqplanError:
+OOM_EXIT = 52
+"""Spark's exit code for a JVM whose task thread ran out of heap (``SparkExitCode.OOM``): in local
+mode the executor's uncaught-exception handler ends the driver's JVM with it, so pyspark sees only
+a connection refused."""
+
+
+def driver_exit(spark: Any, *, wait: float = 0.0) -> int | None:
+    """The exit code of the driver's JVM of a session this process started, once it has exited
+    (waiting up to ``wait`` seconds for it), else None: it runs, or no JVM of this process's
+    (Spark Connect)."""
+    import subprocess
+
+    try:
+        process = spark.sparkContext._gateway.proc
+    except Exception:  # Spark Connect: no gateway here
+        return None
+    if not isinstance(process, subprocess.Popen):
+        return None
+    try:
+        return process.wait(timeout=wait) if wait else process.poll()
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def out_of_memory(heap: int | None, *, out_is_uri: bool, died: bool = False) -> KqplanError:
     """The error of a Spark JVM out of heap: the driver's (``heap`` MiB, a session kqplan
-    started) or, ``heap`` None, the Connect server's."""
+    started; ``died``: a task ran out and the JVM exited) or, ``heap`` None, the Connect server's."""
     uri = "" if out_is_uri else "; or give --out a URI (hdfs://, s3a://, …) so that the tables are written " \
         "where Spark runs and only the summaries come back"
     if heap is None:
         return KqplanError("the Spark Connect server ran out of memory (java.lang.OutOfMemoryError)",
                            hint="give the server's driver more memory (spark.driver.memory where it starts) "
                                 "or run on a cluster with executors of their own" + uri)
+    how = (f"Spark's driver JVM exited ({OOM_EXIT}: a task ran out of its {heap} MiB of heap)" if died
+           else f"Spark's driver ran out of its {heap} MiB of heap (java.lang.OutOfMemoryError)")
     return KqplanError(
-        f"Spark's driver ran out of its {heap} MiB of heap (java.lang.OutOfMemoryError); in local mode "
-        "the driver's JVM runs the tasks too",
+        f"{how}; in local mode the driver's JVM runs the tasks too",
         hint="raise [limits] engine-memory-mib in kqplan.toml (kqplan gives it to the driver it starts), "
              "or set spark.driver.memory in spark-defaults.conf or PYSPARK_SUBMIT_ARGS='--driver-memory 8g "
              "pyspark-shell'; give fewer usage files (a shorter time span); or run on a cluster "

@@ -119,3 +119,66 @@ def test_a_driver_out_of_heap_is_an_error_that_names_its_heap_and_the_ways_out(t
     assert said["True"][0] == message
     assert "give --out a URI" not in said["True"][1]  # the tables already go to one
     assert said["other"] == "AnalysisException"
+
+
+_TASK_OUT_OF_HEAP = """
+import json, sys
+from pyspark.sql import functions as F
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.spark import session, watch
+from kqplan.fleet.spark_memory import driver_memory, memory_errors
+
+said = {}
+with session(master="local[1]", driver_memory=driver_memory(600)) as spark:
+    try:  # one group's exact percentile over 40M values: its buffer outgrows 600 MiB in a task
+        with watch(spark, lambda text: None, "Working"), memory_errors(spark, out_is_uri=False):
+            spark.range(40_000_000).selectExpr("0 as g", "rand(7) as v").groupBy("g").agg(
+                F.percentile("v", F.lit(0.99))).collect()
+    except KqplanError as exc:
+        said["error"] = [exc.message, exc.hint]
+json.dump(said, sys.stdout)
+"""
+
+
+def test_a_task_out_of_heap_that_ends_the_driver_is_an_error_not_a_lost_connection(tmp_path: Path) -> None:
+    """A task thread out of heap makes Spark end the driver's JVM (local mode: exit code 52,
+    SparkExitCode.OOM); pyspark sees only a connection refused, which was an internal error
+    (issue 42: the skewed fleet of 10^7 samples). Now a located error with the ways out, the
+    session's end raises nothing more, and py4j's records go to Spark's own log, not stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR")}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_TASK_OUT_OF_HEAP)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    message, hint = json.loads(proc.stdout)["error"]
+    assert message.startswith("Spark's driver JVM exited (52: a task ran out of its "), message
+    assert message.endswith(" MiB of heap); in local mode the driver's JVM runs the tasks too"), message
+    assert "raise [limits] engine-memory-mib in kqplan.toml" in hint
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "ERROR:root" not in proc.stderr, proc.stderr[-3000:]
+
+
+_KILLED = """
+import json, os, signal, sys
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.spark import session
+from kqplan.fleet.spark_memory import memory_errors
+
+said = {}
+with session(master="local[1]") as spark:
+    try:
+        with memory_errors(spark, out_is_uri=False):
+            os.kill(spark.sparkContext._gateway.proc.pid, signal.SIGKILL)
+            spark.range(3).count()
+    except KqplanError as exc:
+        said["error"] = [exc.message, exc.hint]
+json.dump(said, sys.stdout)
+"""
+
+
+def test_a_driver_jvm_that_dies_otherwise_is_an_error_with_its_exit_code(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_KILLED)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["error"] == ["Spark's driver JVM stopped (exit code -9) while it worked",
+                                                "Spark's own log, named above, says why"]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
