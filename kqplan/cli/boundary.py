@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from kqplan import deadline
 from kqplan.cli.app import global_options
-from kqplan.core.errors import ExitCode, KqplanError
+from kqplan.core.errors import ExitCode, KqplanError, error_text
 
 
 def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
@@ -34,7 +34,7 @@ def run(body: Callable[[], int], *, json_errors: bool = False) -> int:
         if global_options["debug"]:
             traceback.print_exc()
         else:
-            sys.stderr.write(f"kqplan: internal error: {type(exc).__name__}: {exc}\n"
+            sys.stderr.write(f"kqplan: internal error: {type(exc).__name__}: {error_text(exc)}\n"
                              "  = help: run again with --debug for the traceback, and please "
                              "report it\n")
         return ExitCode.ERROR

@@ -25,3 +25,13 @@ class KqplanError(Exception):
 
     def __str__(self) -> str:
         return self.message if self.hint is None else f"{self.message}\n  = help: {self.hint}"
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)``, or ``""`` when the error cannot say its text: a Py4JJavaError asks the JVM it
+    came from for its text only when printed, and that JVM may have exited since (a task out of
+    heap ends it moments after the error comes back)."""
+    try:
+        return str(exc)
+    except Exception:  # its text lived in a process that is gone
+        return ""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kqplan.console import Progress
-from kqplan.core.errors import KqplanError
+from kqplan.core.errors import KqplanError, error_text
 from kqplan.fleet.changes import ChangeRow, ClusterDiff
 from kqplan.fleet.usage import USAGE_KEYS, Usage
 
@@ -313,7 +313,7 @@ def java_classes(exc: BaseException) -> list[str]:
             origin = origin.getCause()
         except Exception:  # the gateway is gone: what was read
             break
-    return classes or _JAVA_CLASS.findall(str(exc))
+    return classes or _JAVA_CLASS.findall(error_text(exc))
 
 
 def _connect(spark: Any) -> bool:

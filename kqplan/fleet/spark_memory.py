@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kqplan.core.errors import KqplanError
+from kqplan.core.errors import KqplanError, error_text
 from kqplan.fleet.resources import default_memory
 
 DRIVER_FLOOR = 2**30
@@ -91,7 +91,7 @@ def memory_errors(spark: Any, *, out_is_uri: bool) -> Iterator[None]:
     except KqplanError:
         raise
     except Exception as exc:
-        if OUT_OF_MEMORY in java_classes(exc) or OUT_OF_MEMORY in str(exc):
+        if OUT_OF_MEMORY in java_classes(exc) or OUT_OF_MEMORY in error_text(exc):
             raise out_of_memory(heap, out_is_uri=out_is_uri) from None
         code = driver_exit(spark, wait=10)
         if code is None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kqplan.core.errors import KqplanError
+from kqplan.core.errors import KqplanError, error_text
 from kqplan.fleet.spark import WIDE, frame_of, samples_frame, samples_of  # noqa: F401 (the usage frames made here)
 from kqplan.fleet.usage import (
     NAME_HINT,
@@ -142,7 +142,7 @@ def usage_frame(spark: Any, usage: Sequence[Path | str], tables: Sequence[str] =
 def read_error(spark: Any, exc: Exception) -> Exception:
     """A KqplanError for what Spark could not read; ``exc`` itself when it is none of that. Reading
     is lazy: any action over a usage frame may meet it."""
-    text = str(exc)
+    text = error_text(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     if (found := re.search(r"\[PATH_NOT_FOUND\][^:]*: (\S+)", text)) is not None:
         connect = type(spark).__module__.startswith("pyspark.sql.connect")
@@ -200,7 +200,7 @@ def _uri_frames(spark: Any, uri: str) -> list[tuple[Any, bool]]:
             if fmt != "json" or frame.inputFiles():  # JSON read as VARIANTs infers nothing: listed
                 frames.append((frame, nanos))
         except Exception as exc:
-            if "UNABLE_TO_INFER_SCHEMA" not in str(exc):  # no file of that format there
+            if "UNABLE_TO_INFER_SCHEMA" not in error_text(exc):  # no file of that format there
                 raise
     if not frames:
         raise KqplanError(f"--usage {uri}: no usage file there (.csv, .json, .jsonl, .parquet)",
@@ -215,7 +215,7 @@ def _parquet_frame(spark: Any, uri: str, *, listed: bool = False) -> tuple[Any, 
     try:
         frame.schema  # noqa: B018 - resolving the schema is what refuses TIMESTAMP(NANOS)
     except Exception as exc:
-        if "TIMESTAMP(NANOS" not in str(exc):
+        if "TIMESTAMP(NANOS" not in error_text(exc):
             raise
         spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
         return _read(spark, "parquet", uri, listed=listed), True

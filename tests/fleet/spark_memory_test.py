@@ -182,3 +182,43 @@ def test_a_driver_jvm_that_dies_otherwise_is_an_error_with_its_exit_code(tmp_pat
     assert json.loads(proc.stdout)["error"] == ["Spark's driver JVM stopped (exit code -9) while it worked",
                                                 "Spark's own log, named above, says why"]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+_UNREADABLE = """
+import json, os, signal, sys
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.spark import session
+from kqplan.fleet.spark_memory import memory_errors
+
+said = {}
+with session(master="local[1]") as spark:
+    try:  # a real Java error, whose text py4j reads from the JVM only when it is asked for
+        spark._jvm.java.lang.Class.forName("no.such.Class")  # a class pyspark does not convert
+    except Exception as exc:
+        error = exc
+    said["class"] = type(error).__name__
+    process = spark.sparkContext._gateway.proc
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    try:
+        with memory_errors(spark, out_is_uri=False):
+            raise error
+    except KqplanError as exc:
+        said["error"] = [exc.message, exc.hint]
+json.dump(said, sys.stdout)
+"""
+
+
+def test_an_error_whose_jvm_is_gone_before_its_text_is_read_is_the_jvms_exit(tmp_path: Path) -> None:
+    """A Py4JJavaError reads its text from the JVM when it is printed: when the JVM has gone
+    between the error and its reading (the clean-clone run of 3d43e3b: a task out of heap, the
+    JVM's exit 52 after the error came back), reading it raised a refused connection, an internal
+    error. Made certain here: a real Py4JJavaError, then its JVM killed, then the error."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_UNREADABLE)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = json.loads(proc.stdout)
+    assert said["class"] == "Py4JJavaError"
+    assert said["error"] == ["Spark's driver JVM stopped (exit code -9) while it worked",
+                             "Spark's own log, named above, says why"]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

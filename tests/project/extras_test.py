@@ -223,6 +223,24 @@ def test_a_missing_module_of_kqplan_itself_is_still_a_bug(capsys):
     assert "internal error: ModuleNotFoundError" in capsys.readouterr().err
 
 
+class _Unsayable(Exception):
+    """An error whose text cannot be read, as a Py4JJavaError's whose JVM has exited."""
+
+    def __str__(self) -> str:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+def _raise_unsayable() -> int:
+    raise _Unsayable
+
+
+def test_a_bug_whose_text_cannot_be_read_is_still_said_without_a_traceback(capsys):
+    assert boundary.run(_raise_unsayable) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kqplan: internal error: _Unsayable: \n"), err
+    assert "Traceback" not in err
+
+
 def test_every_extra_the_boundary_names_exists_and_spark_brings_fleet():
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(boundary.EXTRAS.values()) <= set(extras)
