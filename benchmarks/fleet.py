@@ -248,7 +248,10 @@ def main() -> None:
         for mine, floors in RATIOS:
             if mine in walls and all(f in walls for f in floors):
                 floor = min(floors, key=lambda f: walls[f] if not math.isnan(walls[f]) else math.inf)
-                print(f"|   | {mine} / {floor} | {walls[mine] / walls[floor]:.2f}x | | |", flush=True)
+                ratio = walls[mine] / walls[floor]
+                shown = f"{ratio:.2f}x" if not math.isnan(ratio) else \
+                    "none: " + ("the floor failed" if math.isnan(walls[floor]) else "kqplan failed")
+                print(f"|   | {mine} / {floor} | {shown} | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kqplan.core.errors import KqplanError
@@ -79,7 +79,19 @@ def statistic(values: Sequence[float], q: float | None) -> float:
     if q is None:
         return max(values)
     ordered = sorted(values)
-    position = q * (len(ordered) - 1)
+    return quantile_at(ordered.__getitem__, len(ordered), q)
+
+
+def closest_ranks(n: int, q: float) -> tuple[float, int, int]:
+    """Where the ``q`` quantile of ``n`` values falls: its position ``q * (n - 1)`` and the two
+    ranks (from 0, ascending) it lies between."""
+    position = q * (n - 1)
     low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return position, low, min(low + 1, n - 1)
+
+
+def quantile_at(at: Callable[[int], float], n: int, q: float) -> float:
+    """The ``q`` quantile of ``n`` values given by ``at(rank)`` (from 0, ascending) — only the two
+    closest ranks are asked for, so ``at`` may know only the values around them."""
+    position, low, high = closest_ranks(n, q)
+    return at(low) + (at(high) - at(low)) * (position - low)

@@ -27,10 +27,12 @@ from typing import Any
 
 from kqplan.core.buckets import bucket, shown, shown_text
 from kqplan.core.entity import CLIENT_ID, USER, Entity, EntityKind
+from kqplan.core.errors import KqplanError
 from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, BucketRow, Impact, ImpactRow, UnusedRow
 from kqplan.fleet.spark import collect_rows, frame_of
+from kqplan.fleet.spark_heavy import among, heavy_table, heavy_units
 from kqplan.fleet.spark_placed import MEMBER, PLACED, PRINCIPALS, SIDES, measured_rows, principal_rows
 from kqplan.fleet.usage import USAGE_KEYS
 from kqplan.fleet.usage_schema import CLIENT_BUCKET, USER_BUCKET
@@ -75,7 +77,8 @@ def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
     count; ``untimed``, its usage rows with a sample and without a ``ts``; and ``bad``, whether a
     row of it is refused (:func:`kqplan.fleet.spark_usage.refused`: an unchecked usage frame
     carries ``problem``; ``buckets`` false, a bucket's row). One aggregation of the wide usage rows
-    per unit, the keys side by side."""
+    per unit, the keys side by side; a quantile's units with millions of samples found first and
+    aggregated apart, in bounded memory (:mod:`kqplan.fleet.spark_heavy`)."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_usage import refused
@@ -83,10 +86,14 @@ def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
     sampled = F.lit(False)
     for k in USAGE_KEYS:
         sampled = sampled | F.col(k).isNotNull()
-    wide = usage.groupBy(*UNIT).agg(
+    others = {"untimed": F.count(F.when(sampled & F.col("ts").isNull(), 1)),
+              "bad": F.max(refused(usage, buckets=buckets))}
+    heavy = [] if q is None else heavy_units(usage, UNIT)
+    wide = (among(usage, UNIT, heavy, "left_anti") if heavy else usage).groupBy(*UNIT).agg(
         *(_statistic(k, q).alias(k) for k in USAGE_KEYS), *(F.count(k).alias(f"n_{k}") for k in USAGE_KEYS),
-        F.count(F.when(sampled & F.col("ts").isNull(), 1)).alias("untimed"),
-        F.max(refused(usage, buckets=buckets)).alias("bad"))
+        *(column.alias(name) for name, column in others.items()))
+    if heavy and q is not None:  # millions of samples: their quantile in bounded memory
+        wide = wide.unionByName(heavy_table(usage, UNIT, heavy, q, others))
     triples = ", ".join(f"'{k}', `{k}`, `n_{k}`" for k in USAGE_KEYS)
     stacked = F.expr(f"stack({len(USAGE_KEYS)}, {triples}) as (key, usage, samples)")
     return wide.select(*UNIT, "untimed", "bad", stacked)
@@ -209,11 +216,13 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
     wanted = (mine | F.col("cluster").isNull() | refused(usage, buckets=buckets)) if checking else mine
     source = usage.where(wanted) if seen is None else usage.select(
         *(F.when(mine, F.col(c)).alias(c) if c in USAGE_KEYS else F.col(c) for c in usage.columns))
-    table = usage_table(source, q, buckets=buckets).persist()
-    means = None
+    table = means = None
     try:
-        try:  # the first action: the usage is read now
+        try:  # the first actions: the usage is read now
+            table = usage_table(source, q, buckets=buckets).persist()
             broken = checking and table.where(F.col("bad")).limit(1).count()
+        except KqplanError:
+            raise
         except Exception as exc:
             raise read_error(usage.sparkSession, exc) from None
         if broken:
@@ -231,7 +240,8 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
                .select(*UNIT, _stacked("usage")).where(F.col("usage").isNotNull()))
         yield base, means.select(*UNIT, "w", _stacked("mean")).where(F.col("mean").isNotNull()), untimed, own
     finally:
-        table.unpersist()
+        if table is not None:
+            table.unpersist()
         if means is not None:
             means.unpersist()
 

@@ -3,6 +3,7 @@ started on a free port and stopped by PID: the same tables as the local engine."
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -43,6 +44,47 @@ def test_plan_and_impact_through_spark_connect_match_the_local_engine(fleet, con
         assert done.exit_code == 0, done.stdout + done.stderr
         tables.append(pq.read_table(out / "impact.parquet").to_pylist())
     assert tables[0] == tables[1]
+
+
+def test_a_heavy_units_quantile_through_spark_connect_is_the_local_engines(fleet, connect_server,
+                                                                          monkeypatch):
+    """kqplan/fleet/spark_heavy.py's passes (a sample, a broadcast frame of units, a null-safe
+    join, a frame made from the driver's rows) on a Connect server: every unit taken as heavy."""
+    import pyarrow.parquet as pq
+
+    from kqplan.fleet import spark_heavy
+
+    monkeypatch.setattr(spark_heavy, "HEAVY", 1)
+    monkeypatch.setattr(spark_heavy, "SAMPLED", 1.0)
+    found, bounded = [], spark_heavy.bounded
+
+    def recorded(*args, **kwargs):  # what the bounded way itself gave (not Spark's percentile after it)
+        passes = bounded(*args, **kwargs)
+        found.append({unit: dict(stats) for unit, stats in passes[2].items()})  # before any fallback
+        return passes
+
+    monkeypatch.setattr(spark_heavy, "bounded", recorded)
+    usage = fleet / "heavy.csv"
+    rows = [f"east,{user},{client},{(i * 7919) % 1000 / 7},{1_700_000_000 + i * 13}"
+            for i in range(10_000) for user, client in (("a", "x"), ("b", ""), ("a", ""))]
+    usage.write_text("cluster,user,client_id,producer_byte_rate,ts\n" + "\n".join(rows) + "\n")
+    tables = []
+    for engine in ("local", "spark"):
+        out = fleet / f"heavy-{engine}"
+        args = ["--spark-remote", connect_server] if engine == "spark" else []
+        done = fleet_cli(fleet, "impact", "--cluster", "east", "--usage", usage, "--stat", "p99",
+                         "--out", out, "--engine", engine, *args)
+        assert done.exit_code == 0, done.stdout + done.stderr
+        tables.append(pq.read_table(out / "impact.parquet").to_pylist())
+    assert len(tables[0]) == len(tables[1]) == 12  # three principals, four keys
+    for mine, theirs in zip(tables[0], tables[1], strict=True):  # Spark's other quantiles: within 1e-12
+        assert mine.keys() == theirs.keys()
+        pairs = zip(mine.values(), theirs.values(), strict=True)
+        assert all(a == b or math.isclose(a, b, rel_tol=1e-12) for a, b in pairs), (mine, theirs)
+    assert sum(1 for r in tables[1] if r["usage"]) == 3
+    quantiles = [v for stats in found for unit in stats.values() for v in unit.values() if v is not None]
+    assert len(quantiles) == 3, found  # the three principals' producer rates, through the bounded way
+    assert not any(v is spark_heavy.UNBOUNDED for v in quantiles), found
 
 
 def test_progress_comes_from_the_connect_servers_messages(connect_server):

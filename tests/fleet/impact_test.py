@@ -55,6 +55,24 @@ def same(a: object, b: object) -> bool:
 @given(st.dictionaries(st.sampled_from(["c", "d"]), st.tuples(states, states), min_size=1),
        usages(), st.sampled_from(["max", "p50", "p99"]), st.sampled_from([1.0, 60.0]))
 def test_both_engines_agree_and_match_resolve_and_the_bucket_rule(spark, fleet, usage, stat, window):
+    _both_agree(spark, fleet, usage, stat, window)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["c", "d"]), st.tuples(states, states), min_size=1),
+       usages(), st.sampled_from(["p50", "p99", "p1"]), st.sampled_from([1.0, 60.0]))
+def test_every_unit_taken_as_heavy_gives_the_same_rows(spark, fleet, usage, stat, window):
+    """Every unit through kqplan/fleet/spark_heavy.py's bounded quantile (as if each had millions
+    of samples): the same rows and buckets."""
+    from kqplan.fleet import spark_heavy
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(spark_heavy, "HEAVY", 1)
+        patch.setattr(spark_heavy, "SAMPLED", 1.0)
+        _both_agree(spark, fleet, usage, stat, window)
+
+
+def _both_agree(spark, fleet, usage, stat, window):
     q = parse_stat(stat)
     local = impact_rows(fleet, usage, q, window=window)
     on_spark = spark_impact_rows(spark, fleet, samples_frame(spark, usage), q, window=window)
