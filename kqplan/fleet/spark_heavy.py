@@ -10,8 +10,8 @@ with about :data:`HEAVY` samples or more — takes two small passes instead:
 1. per unit and key, its count ``n`` and a bound ``t`` from ``percentile_approx`` a little below
    the quantile (above it for a quantile under the median), whose rank error is at most ``n /``
    :data:`ACCURACY`: every value from the lower closest rank up lies on ``t``'s side;
-2. the values on ``t``'s side (about ``n × (1 − q + 5/ACCURACY)`` for p99: 1 % and a half per
-   mil), and the count ``m`` of those on the other side — collected, sorted here, and the
+2. the values on ``t``'s side (about ``n × (1 − q + 5/ACCURACY)``: for p99, 1.05 % of them),
+   and the count ``m`` of those on the other side — collected, sorted here, and the
    quantile taken by the reference's own arithmetic (:func:`kqplan.fleet.samples.quantile_at`),
    the value of rank ``r`` being the kept list's ``r − m``.
 
@@ -44,7 +44,8 @@ lies outside the closest ranks whatever the approximation's error."""
 def heavy_units(frame: Any, unit: Sequence[str]) -> list[tuple[Any, ...]]:
     """The units of ``frame`` (by the columns ``unit``) a seeded sample of its rows finds with
     :data:`HEAVY` samples or more (half that in the sample: a unit near the line may go either
-    way, and both ways give its quantile exactly)."""
+    way, and both ways give its quantile — the bounded way to the bit, Spark's ``percentile``
+    within 1e-12 of it)."""
     from pyspark.sql import functions as F
 
     least = max(1, round(HEAVY * SAMPLED / 2))
