@@ -22,6 +22,7 @@ from kqplan.render.escape import markdown_code, markdown_text, terminal
 if TYPE_CHECKING:
     from kqplan.core.state import QuotaState
     from kqplan.fleet.impact import ClusterImpact
+    from kqplan.fleet.resources import Resources
     from kqplan.fleet.rightsize import ProposalRow, Rules
     from kqplan.fleet.tables import Histogram
 
@@ -392,6 +393,7 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
     from kqplan.fleet.locations import checked_uri, is_uri
     from kqplan.fleet.proposals import markdown_view, proposals_parquet, render_json
     from kqplan.fleet.proposals import render_text as render_summary
+    from kqplan.fleet.resources import Resources
     from kqplan.fleet.rightsize import Rules, default_min_samples
     from kqplan.render.proposals import render_markdown
 
@@ -412,7 +414,7 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
         states = {r.cluster: r.value[0] for r in results if r.value is not None}
         rows = _proposals(streams, progress, states, usage=usage, tables=tables, rules=rules, engine=engine,
                           window=window, seen=seen, spark_master=spark_master, spark_remote=spark_remote,
-                          memory_mib=config.engine_memory_mib)
+                          memory_mib=config.engine_memory_mib, resources=Resources.of_project(config))
     table = inside(out, manifests.PROPOSALS_TABLE)
     guards = {e.name: e.id for e in entries}
     outcomes, texts = manifests.manifests(results, rows, folders=folders, guards=guards, config=config,
@@ -433,7 +435,8 @@ def rightsize_command(config: ProjectConfig, names: Sequence[str], *, usage: Seq
 def _proposals(streams: Streams, progress: Progress, states: Mapping[str, QuotaState], *,
                usage: Sequence[str | Path], tables: Sequence[str], rules: Rules, engine: Engine,
                window: float, seen: Callable[[Collection[str]], None], spark_master: str | None,
-               spark_remote: str | None, memory_mib: int | None) -> list[ProposalRow]:
+               spark_remote: str | None, memory_mib: int | None, resources: Resources
+               ) -> list[ProposalRow]:
     """The proposal rows of the described clusters, from the usage read by the engine; ``seen``
     hears every cluster the usage names before anything is proposed."""
     if engine is Engine.SPARK:
@@ -444,10 +447,8 @@ def _proposals(streams: Streams, progress: Progress, states: Mapping[str, QuotaS
                     memory_mib=memory_mib) as spark:
             frame = usage_frame(spark, usage, tables, checked=False)  # checked as it is aggregated
             return spark_proposal_rows(spark, states, frame, rules, window=window, seen=seen)
-    from kqplan.fleet.rightsize import proposal_rows
-    from kqplan.fleet.usage import read_usage
+    from kqplan.fleet.columnar_rightsize import proposals_of_files
 
-    observed = read_usage([Path(u) for u in usage])
-    seen({p[0] for p in observed.principals})
-    progress(f"Proposing from {len(observed.samples)} samples")
-    return proposal_rows(states, observed.samples, rules, window=window)
+    # DuckDB reads the usage files and aggregates the samples; the core groups and decides
+    return proposals_of_files(states, [Path(u) for u in usage], rules, window=window, progress=progress,
+                              seen=seen, resources=resources)

@@ -57,10 +57,13 @@ def manifests(results: Sequence[clusters.Outcome[tuple[QuotaState, str | None]]]
     The ``cluster:`` guard is written only when the inventory gives the cluster an ``id``: the
     guard must name an id (or a name mapped to one) of the inventory, and a cluster without one
     cannot be guarded by its name (a name guards the cluster whose id it is)."""
-    from kqplan.fleet.proposals import MANIFEST_NAME, ClusterResult, manifest_text
+    from kqplan.fleet.proposals import MANIFEST_NAME, ClusterResult, manifest_text, writes_of
 
     outcomes: list[ClusterResult] = []
     texts: dict[Path, str] = {}
+    by_cluster: dict[str, list[ProposalRow]] = {}
+    for row in rows:  # in table order
+        by_cluster.setdefault(row.cluster, []).append(row)
     for r in results:
         if r.value is None:
             outcomes.append(ClusterResult(r.cluster, error=r.error))
@@ -71,10 +74,12 @@ def manifests(results: Sequence[clusters.Outcome[tuple[QuotaState, str | None]]]
             streams.warn(terminal(f"kqplan: {r.cluster} has no id in {config.source or 'kqplan.toml'}: its "
                                   f"manifest is written without a cluster: guard (add id = \"{cluster_id}\" "
                                   f"to [clusters.{r.cluster}] to guard it)"))
-        mine = [row for row in rows if row.cluster == r.cluster]
+        mine = by_cluster.get(r.cluster, [])
         path = inside(folders[r.cluster], MANIFEST_NAME)
-        texts[path] = manifest_text(r.cluster, guard, mine, state, rules=rules, labels=labels)
-        outcomes.append(ClusterResult(r.cluster, mine, path))
+        written = writes_of(mine)
+        texts[path] = manifest_text(r.cluster, guard, mine, state, rules=rules, labels=labels,
+                                    written=written)
+        outcomes.append(ClusterResult(r.cluster, mine, path, written=written))
     return outcomes, texts
 
 

@@ -134,13 +134,22 @@ def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: 
     ``progress`` hears what it is doing, ``held`` bounds a statistics query (:data:`HELD`), ``seen``
     every cluster the usage names, once the files have passed the checks; DuckDB within
     ``resources`` (default: :meth:`Resources.of`)."""
-    import duckdb  # a missing one is named with its extra (kqplan[fleet]) by cli.boundary
     report = progress or (lambda _: None)
     limits = resources or Resources.of()
+    with local_engine(limits) as con:
+        return _impact(con, states, paths, q, window=window, progress=report, held=held, seen=seen,
+                       limits=limits)
+
+
+@contextmanager
+def local_engine(limits: Resources) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection within ``limits`` (:func:`_connected`) for the block, whose DuckDB errors
+    become the local engine's: out of memory (with the ways out), or files DuckDB cannot read."""
+    import duckdb  # a missing one is named with its extra (kqplan[fleet]) by cli.boundary
+
     with _connected(limits) as con:
         try:
-            return _impact(con, states, paths, q, window=window, progress=report, held=held, seen=seen,
-                           limits=limits)
+            yield con
         except duckdb.OutOfMemoryException as exc:
             where = ("and spilling" if limits.spill is not None
                      else "with spilling off ([limits] engine-spill)")
@@ -200,12 +209,12 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
             seen: Callable[[Collection[str]], None] | None, limits: Resources) -> Impact:
     progress("Reading the usage with DuckDB")
     memory = limits.memory
-    units, untimed, samples, counts = _observed(con, paths, states, seen=seen, limits=limits)
+    units, untimed, samples, counts = observed(con, paths, states, seen=seen, limits=limits)
     progress(f"Resolving {samples} samples")
     clusters = "cluster IN (" + (", ".join(literal(c) for c in sorted(states)) or "NULL") + ")"
     # DuckDB's statistics while Python resolves the units, its bucket sums while Python finds the
     # unused entries: each pair overlaps on two cores (DuckDB lets go of the GIL while it works)
-    with _beside(con, lambda: _stats(con, counts, q, clusters, held=held, memory=memory)) as stats_done:
+    with _beside(con, lambda: unit_stats(con, counts, q, clusters, held=held, memory=memory)) as stats_done:
         sides = placements(states, units)
         members = [Members.of(side) for side in sides]
         numbers: dict[tuple[int, Group], int] = {}  # (side, bucket) -> its number
@@ -213,7 +222,7 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
             for g in (*found.whole, *found.part):
                 numbers.setdefault((side, g), len(numbers))
         stats = stats_done.result()
-    with _beside(con, lambda: _timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q,
+    with _beside(con, lambda: timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q,
                                            window=window, held=held, limits=limits)) as totals_done:
         unused = _unused(states, sides)
         totals = totals_done.result()
@@ -258,7 +267,7 @@ def _beside(con: duckdb.DuckDBPyConnection, work: Callable[[], _T]) -> Iterator[
 
 
 def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, members: Members, *,
-            untimed: Collection[str], totals: Mapping[int, tuple[float | None, float | None]],
+            untimed: Collection[str], totals: Mapping[int, tuple[float | None, float | None, int]],
             numbers: Mapping[tuple[int, Group], int], stats: Mapping[Unit, Mapping[str, float]],
             q: float | None) -> dict[Group, BucketRow]:
     """The buckets of one side of the plan, as the reference judges them: the known usage (the
@@ -278,7 +287,7 @@ def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, memb
             known = group_usage(whole, key, q, timed=False, stats=stats, means={})
             most = group_usage([*whole, *part], key, q, timed=False, stats=stats, means={}) if part else None
         else:
-            known, most = totals.get(numbers[side, g], (None, None))
+            known, most, _ = totals.get(numbers[side, g], (None, None, 0))
             most = most if part else None
         hit = members.quota.get(g)
         if hit is None:
@@ -296,32 +305,33 @@ def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, memb
     return judged
 
 
-def _observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Mapping[str, object], *,
-              seen: Callable[[Collection[str]], None] | None = None, limits: Resources
-              ) -> tuple[list[Unit], frozenset[str], int, dict[str, list[int]]]:
+def observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Mapping[str, object], *,
+             seen: Callable[[Collection[str]], None] | None = None, limits: Resources, buckets: bool = True
+             ) -> tuple[list[Unit], frozenset[str], int, dict[str, list[int]]]:
     """The usage files as the view :data:`~kqplan.fleet.columnar_read.VIEW`, once they have passed
-    the Python reader's checks (``read_usage(paths, buckets=True)``'s: quota buckets' rows are
-    read); then the observed units of ``states``' clusters (sorted), those clusters with a sample
-    without ``ts``, the count of samples in the files, and per key with any sample each unit's
-    count of samples of it (for :func:`_stats`). One scan gives all that and each file's first
-    refused row (:func:`_scan`); ``seen`` hears every cluster the files name."""
+    the Python reader's checks (``read_usage(paths, buckets=buckets)``'s: quota buckets' rows are
+    read, or refused); then the observed units of ``states``' clusters (sorted), those clusters
+    with a sample without ``ts``, the count of samples in the files, and per key with any sample
+    each unit's count of samples of it, in the order of the units (for :func:`unit_stats`). One
+    scan gives all that and each file's first refused row (:func:`_scan`); ``seen`` hears every
+    cluster the files name."""
     import duckdb
 
-    sources = register_usage(con, paths, buckets=True)
+    sources = register_usage(con, paths, buckets=buckets)
     try:
         scanned, refused = _scan(con, sources, limits)
     except (duckdb.OutOfMemoryException, duckdb.InterruptException):
         raise
     except (duckdb.Error, LookupError):
         # a Parquet file DuckDB cannot read after all (or names otherwise): the Python reader's turn
-        sources = register_usage(con, paths, parquet=False, buckets=True)
+        sources = register_usage(con, paths, parquet=False, buckets=buckets)
         scanned, refused = _scan(con, sources, limits)
     refuse(sources, refused)
     if seen is not None:
         seen({r[0] for r in scanned})
     keys = [k for k in USAGE_KEYS if k in sources.keys]
-    mine = [r for r in scanned if r[0] in states]
-    return (sorted((c, u, i, b) for c, u, i, b, *_ in mine), frozenset(r[0] for r in mine if r[4]),
+    mine = sorted((r for r in scanned if r[0] in states), key=lambda r: tuple(r[:4]))
+    return ([(c, u, i, b) for c, u, i, b, *_ in mine], frozenset(r[0] for r in mine if r[4]),
             sum(sum(r[5:]) for r in scanned), {k: [r[5 + n] for r in mine] for n, k in enumerate(keys)})
 
 
@@ -331,7 +341,7 @@ def _scan(con: duckdb.DuckDBPyConnection, sources: Sources, limits: Resources
     samples of each key with any; per file DuckDB reads its first refused row. Return the units
     as ``(cluster, user, client_id, bucket, untimed, counts…)`` and the files by DuckDB's name;
     LookupError when DuckDB names a file otherwise. Few groups (a unit, a file): the window means,
-    a group per unit and window, are :func:`_timed_usage`'s once the units have numbers."""
+    a group per unit and window, are :func:`timed_usage`'s once the units have numbers."""
     rates = [quoted(k) for k in USAGE_KEYS if k in sources.keys]
     any_rate = " OR ".join(f"{r} IS NOT NULL" for r in rates) or "false"
     counted = "".join(f", count({r})" for r in rates)
@@ -346,10 +356,10 @@ def _scan(con: duckdb.DuckDBPyConnection, sources: Sources, limits: Resources
     return [r[3:] for r in rows if r[0] == 1], refused
 
 
-def _stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], q: float | None,
-           clusters: str, *, held: int, memory: int) -> dict[Unit, dict[str, float]]:
+def unit_stats(con: duckdb.DuckDBPyConnection, counts: Mapping[str, Sequence[int]], q: float | None,
+               clusters: str, *, held: int, memory: int) -> dict[Unit, dict[str, float]]:
     """Unit -> key -> the statistic over its samples, for the units of ``clusters`` (a
-    SQL condition): :func:`_statistics` over the usage, grouped by unit."""
+    SQL condition): :func:`~kqplan.fleet.columnar_stats.statistics` over the usage, grouped by unit."""
     def grouped(columns: str) -> str:
         return f"SELECT {UNIT}, {columns} FROM {VIEW} WHERE {clusters} GROUP BY ALL"
 
@@ -376,20 +386,21 @@ def _window_means(con: duckdb.DuckDBPyConnection, placed: Sequence[Unit], keys: 
     con.unregister("kq_placed")
 
 
-def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: Sequence[Members], *,
-                 numbers: Mapping[tuple[int, Group], int], untimed: Collection[str],
-                 q: float | None, window: float, held: int, limits: Resources
-                 ) -> dict[int, tuple[float | None, float | None]]:
-    """Bucket number -> its usage (known, most), for the buckets of timed clusters and keys with
-    samples: per window, each unit's mean summed over the units wholly in the bucket (known) and
-    over those and the split units partly in it (most; only for a bucket with such units); then
-    the statistic over the windows of each.
+def timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: Sequence[Members], *,
+                numbers: Mapping[tuple[int, Group], int], untimed: Collection[str],
+                q: float | None, window: float, held: int, limits: Resources
+                ) -> dict[int, tuple[float | None, float | None, int]]:
+    """Bucket number -> its usage (known, most) and its windows with a sample of the units wholly
+    in it, for the buckets of timed clusters and keys with samples: per window, each unit's mean
+    summed over the units wholly in the bucket (known) and over those and the split units partly
+    in it (most; only for a bucket with such units); then the statistic over the windows of each.
 
     The units placed in such buckets get numbers (``kq_units``), and each unit's mean per window
     is one group of two numbers (``kq_means``: plain GROUP BY, which DuckDB spills). A bucket with
     one unit wholly in it and none split (most of them, where principals are many) has that unit's
-    window means for its sums: the statistic over them is :func:`_statistics`' per unit, without a
-    join, once for both sides of the plan. The other buckets join the means of their units."""
+    window means for its sums: the statistic over them is
+    :func:`~kqplan.fleet.columnar_stats.statistics`' per unit, without a join, once for both sides
+    of the plan. The other buckets join the means of their units."""
     import pyarrow as pa
 
     index = {key: i for i, key in enumerate(USAGE_KEYS)}
@@ -413,7 +424,7 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
         return {}
     present = [k for k in USAGE_KEYS if k in keys]
     _window_means(con, list(uids), present, window=window, limits=limits)
-    totals: dict[int, tuple[float | None, float | None]] = {}
+    totals: dict[int, tuple[float | None, float | None, int]] = {}
     if single:
         wanted = sorted({k for _, k in single}, key=index.__getitem__)
         counted = con.execute("SELECT uid, " + ", ".join(f"count({quoted(k)})" for k in wanted)
@@ -425,10 +436,11 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
 
         stats = statistics(con, counts, q, grouped, group="uid", held=held, memory=limits.memory,
                             what="window means")
+        windows = {k: dict(zip((r[0] for r in counted), n, strict=True)) for k, n in counts.items()}
         for (uid, key), bucket_numbers in single.items():
             found_value = stats.get((uid,), {}).get(key)
             if found_value is not None:
-                totals.update((n, (found_value, None)) for n in bucket_numbers)
+                totals.update((n, (found_value, None, windows[key][uid])) for n in bucket_numbers)
     if numbered["uid"]:
         types = [pa.int32(), pa.int8(), pa.int64(), pa.bool_(), pa.bool_()]
         con.register("kq_members", pa.table({c: pa.array(v, t) for (c, v), t in zip(numbered.items(), types,
@@ -443,8 +455,9 @@ def _timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members:
                 SELECT number, w, sum(mean) FILTER (WHERE exact) AS known,
                        sum(mean) FILTER (WHERE split) AS most
                 FROM means JOIN kq_members USING (uid, k) WHERE mean IS NOT NULL GROUP BY number, w)
-            SELECT number, {statistic("known", q)}, {statistic("most", q)} FROM windows GROUP BY number"""
-        totals.update((int(n), (known, most)) for n, known, most in con.execute(sql).fetchall())
+            SELECT number, {statistic("known", q)}, {statistic("most", q)}, count(known)
+            FROM windows GROUP BY number"""
+        totals.update((int(n), (known, most, w)) for n, known, most, w in con.execute(sql).fetchall())
         con.unregister("kq_members")
     con.execute("DROP TABLE kq_means")
     return totals

@@ -13,6 +13,7 @@ here (:func:`markdown_view`), laid out and escaped by :mod:`kqplan.render.propos
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,6 @@ from kqplan.core.units import format_bytes, format_number
 from kqplan.fleet.locations import arrow_path
 from kqplan.fleet.rightsize import (
     PROPOSAL_COLUMNS,
-    UNWRITTEN,
     Action,
     ProposalRow,
     Rules,
@@ -85,9 +85,14 @@ def bucket_entity(row: ProposalRow) -> Entity:
     return target(row.user, row.client_id)
 
 
-def _writes(rows: Sequence[ProposalRow]) -> dict[tuple[Entity, str], list[ProposalRow]]:
-    """(entity, key) -> the rows written there, in table order: a bucket's members share one."""
-    writes: dict[tuple[Entity, str], list[ProposalRow]] = {}
+Writes = dict[tuple[Entity, str], list[ProposalRow]]
+"""(entity, key) -> the rows written there, in table order: a bucket's members share one."""
+
+
+def writes_of(rows: Sequence[ProposalRow]) -> Writes:
+    """What ``rows`` write (:data:`Writes`): a pass over the rows, each row's entity found from its
+    display (:func:`~kqplan.fleet.rightsize.written_entity`), so a cluster's is found once."""
+    writes: Writes = {}
     for row in rows:
         entity = written_entity(row)
         if entity is not None:
@@ -96,11 +101,13 @@ def _writes(rows: Sequence[ProposalRow]) -> dict[tuple[Entity, str], list[Propos
 
 
 def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalRow], state: QuotaState,
-                  *, rules: Rules, labels: Mapping[str, str] | None = None) -> str:
-    """The manifest of one cluster's proposals (``rows`` of that cluster, ``state`` its state now)."""
+                  *, rules: Rules, labels: Mapping[str, str] | None = None,
+                  written: Writes | None = None) -> str:
+    """The manifest of one cluster's proposals (``rows`` of that cluster, ``state`` its state now;
+    ``written``: ``writes(rows)``, when the caller has it)."""
     writes: dict[Entity, dict[str, float]] = {}
     why: dict[Entity, list[str]] = {}
-    for (entity, key), members in _writes(rows).items():
+    for (entity, key), members in (writes_of(rows) if written is None else written).items():
         writes.setdefault(entity, {})[key] = members[0].after_value
         why.setdefault(entity, []).append(reason(members[0], rules, len(members)))
     body: list[str] = []
@@ -149,10 +156,6 @@ def manifest_text(cluster: str, cluster_id: str | None, rows: Sequence[ProposalR
     return "\n".join(lines + body) + "\n"
 
 
-def written_entities(rows: Sequence[ProposalRow]) -> int:
-    return len({(r.cluster, written_entity(r)) for r in rows if r.action not in UNWRITTEN})
-
-
 # -- the table -------------------------------------------------------------------------------------
 
 def proposals_parquet(rows: Sequence[ProposalRow]) -> bytes:
@@ -187,14 +190,21 @@ class ClusterResult:
     rows: Sequence[ProposalRow] = ()
     manifest: Path | None = None
     error: str | None = None
+    written: Writes | None = None
+    """``writes_of(rows)``, once (None: found when asked)."""
+
+    @property
+    def writes(self) -> Writes:
+        return writes_of(self.rows) if self.written is None else self.written
 
 
 def counts(result: ClusterResult) -> dict[str, Any]:
     rows = result.rows
+    actions = Counter(r.action for r in rows)
     found: dict[str, Any] = {
         "principals": len({(r.user, r.client_id) for r in rows}), "keys": len(rows),
-        **{a.value: sum(r.action == a for r in rows) for a in Action},
-        "entities": written_entities(rows),
+        **{a.value: actions[a] for a in Action},
+        "entities": len({entity for entity, _ in result.writes}),
         "manifest": str(result.manifest) if result.manifest is not None else None, "error": result.error}
     return found
 
@@ -202,7 +212,7 @@ def counts(result: ClusterResult) -> dict[str, Any]:
 def _changes(result: ClusterResult) -> list[tuple[Entity, ProposalRow, int]]:
     """What is written, once per entity and key, and each lowering held: (entity, its first row,
     the rows written there or held with it)."""
-    found = dict(_writes(result.rows))
+    found = dict(result.writes)
     for row in result.rows:
         if row.action == Action.HOLD:
             found.setdefault((bucket_entity(row), row.key), []).append(row)
@@ -228,11 +238,13 @@ def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = S
                 min_samples: int | None = None) -> str:
     """The terminal summary: a line per cluster, then its first changes (and held lowerings)."""
     lines = []
+    entities = 0
     for result in results:
         if result.error is not None:
             lines.append(f"{result.cluster}: error: {result.error}")
             continue
         c = counts(result)
+        entities += c["entities"]
         lines.append(f"{result.cluster}: {c['principals']} principals, {c['keys']} keys observed: "
                      f"{c['raise']} to raise, {c['lower']} to lower, {c['limit']} to limit, "
                      f"{c['pin']} pinned, {c['keep']} kept, {c['hold']} held (too few samples to lower); "
@@ -242,7 +254,6 @@ def render_text(results: Sequence[ClusterResult], table: Path, *, limit: int = S
         if len(changes) > limit:
             lines.append(f"  … and {len(changes) - limit} more ({table.parent / 'proposals.md'})")
     failed = sum(r.error is not None for r in results)
-    entities = sum(written_entities(r.rows) for r in results)
     lines.append(f"Fleet rightsize: {len(results)} clusters, {entities} entities proposed, {failed} failed; "
                  f"table: {table}")
     return "\n".join(map(visible, lines)) + "\n"  # a cluster's name, error or path: one line each
@@ -263,11 +274,15 @@ SUMMARY_COUNTS = ("principals", "raise", "lower", "limit", "pin", "keep", "hold"
 """A cluster's counts in the summary table, in its column order."""
 
 
+def _summary_counts(found: Mapping[str, Any]) -> tuple[int, ...]:
+    return tuple(found[k] for k in SUMMARY_COUNTS)
+
+
 def markdown_view(results: Sequence[ClusterResult], rules: Rules, *,
                   limit: int | None = SHOWN_CHANGES) -> MarkdownView:
     """What the PR-comment summary shows; ``limit=None``: every change (``proposals.md``)."""
-    clusters = tuple((r.cluster, None if r.error is not None else tuple(counts(r)[k] for k in SUMMARY_COUNTS),
-                      r.error) for r in results)
+    clusters = tuple((r.cluster, None if r.error is not None else _summary_counts(counts(r)), r.error)
+                     for r in results)  # each cluster's counts once: each is a pass over its rows
     changes = []
     for result in results:
         found = _changes(result)

@@ -36,9 +36,11 @@ The rules, in the order applied (the README's "rightsize" section says the same 
   entity at the value its bucket gets — its current value when kept (action ``pin``), the bucket's
   proposal otherwise — so no observed principal-key changes by accident.
 
-Two engines give the same rows: :func:`proposal_rows` (local, the core's resolve and buckets) and
-:func:`kqplan.fleet.spark_rightsize.spark_proposal_rows` (DataFrame operations over the joins of
-:mod:`kqplan.fleet.spark_impact`).
+Three executions give the same rows: :func:`proposal_rows` (the reference: every sample a Python
+object), :func:`kqplan.fleet.columnar_rightsize.proposals_of_files` (the local engine: DuckDB's
+aggregates of the usage files, then :func:`grouped`, :func:`decided` and :func:`drafted_rows`, the
+reference's own decisions) and :func:`kqplan.fleet.spark_rightsize.spark_proposal_rows` (DataFrame
+operations over the joins of :mod:`kqplan.fleet.spark_impact`).
 """
 
 from __future__ import annotations
@@ -309,7 +311,7 @@ Principal = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
-class _Draft:
+class Draft:
     """A principal-key before the pins: its bucket (the entity a proposal is written on) and the
     bucket's decision."""
 
@@ -327,53 +329,81 @@ class _Draft:
     action: Action | None
 
 
-def _drafts(states: Mapping[str, QuotaState], samples: Sequence[Sample], rules: Rules,
-            window: float) -> list[_Draft]:
-    """Every observed principal-key with its bucket now and the bucket's proposal: the bucket's
-    usage × headroom, decided once per bucket (its members share one quota, hence one value)."""
-    untimed = frozenset(s.cluster for s in samples if s.ts is None)
-    stats = usage_stats(samples, rules.q)
-    means = window_means((s for s in samples if s.cluster not in untimed), window)
-    counts = Counter(((s.cluster, s.user, s.client_id), s.key) for s in samples)
+Group = tuple[str, str, Entity]
+"""A bucket of one key: (cluster, key, the entity a proposal for it is written on)."""
+Found = tuple[Principal, str, float, float | None, Entity | None, Group]
+"""An observed principal-key: its statistic, its quota now and source, and its bucket."""
+
+
+def grouped(states: Mapping[str, QuotaState], stats: Mapping[Principal, Mapping[str, float]]
+            ) -> tuple[list[Found], dict[Group, list[Principal]]]:
+    """Every observed principal-key (``stats``: principal -> key -> statistic) with its quota now
+    and its bucket, and each bucket's members (in the order of the principals): what the engines'
+    aggregates of the buckets are computed for."""
     indexes = {cluster: QuotaIndex.of(state) for cluster, state in states.items()}
-    found: list[tuple[Principal, str, float, float | None, Entity | None, Entity]] = []
-    members: dict[tuple[str, str, Entity], list[Principal]] = {}
+    found: list[Found] = []
+    members: dict[Group, list[Principal]] = {}
     for p, usage in sorted(stats.items()):
         cluster, user, client_id = p
         now = effective(indexes[cluster], user, client_id)
         for key, (value, source) in zip(USAGE_KEYS, now, strict=True):
             if key in usage:
                 # unlimited now: sized alone, on its own entity
-                group = bucket_of(source, user, client_id) or target(user, client_id)
-                members.setdefault((cluster, key, group), []).append(p)
+                group = (cluster, key, bucket_of(source, user, client_id) or target(user, client_id))
+                members.setdefault(group, []).append(p)
                 found.append((p, key, usage[key], value, source, group))
-    totals = {g: group_usage(m, g[1], rules.q, timed=g[0] not in untimed, stats=stats, means=means)
-              for g, m in members.items()}
-    evidence = {g: (sum(counts[p, g[1]] for p in m),
-                    None if g[0] in untimed else group_windows(m, g[1], means)) for g, m in members.items()}
+    return found, members
+
+
+def decided(found: Sequence[Found], totals: Mapping[Group, tuple[float, int, int | None]],
+            rules: Rules) -> list[Draft]:
+    """The drafts of the principal-keys ``found``, given each bucket's usage, its members' samples
+    and its windows (None: a cluster without ts): the bucket's proposal and action, decided once
+    per bucket (its members share one quota, hence one value)."""
     drafts = []
-    for p, key, usage_, value, source, group in found:
-        total = totals[p[0], key, group]
-        assert total is not None  # the principal itself has samples of the key
-        n, windows = evidence[p[0], key, group]
+    for p, key, usage, value, source, (cluster, _, entity) in found:
+        total, n, windows = totals[cluster, key, entity]
         need = total * rules.headroom
         proposal = rules.propose(key, need)
         seen = n if windows is None else windows  # the evidence: windows, or without ts samples
         action = None if proposal is None else rules.decide(proposal, value, seen)
-        drafts.append(_Draft(p, key, usage_, value, source, group, total, n, windows, need, proposal, action))
+        drafts.append(Draft(p, key, usage, value, source, entity, total, n, windows, need, proposal, action))
     return drafts
+
+
+def _drafts(states: Mapping[str, QuotaState], samples: Sequence[Sample], rules: Rules,
+            window: float) -> list[Draft]:
+    """The reference's aggregates, over the samples in Python: each principal's statistic, each
+    bucket's usage (:func:`kqplan.fleet.impact.group_usage`), samples and windows."""
+    untimed = frozenset(s.cluster for s in samples if s.ts is None)
+    stats = usage_stats(samples, rules.q)
+    means = window_means((s for s in samples if s.cluster not in untimed), window)
+    counts = Counter(((s.cluster, s.user, s.client_id), s.key) for s in samples)
+    found, members = grouped(states, stats)
+    totals: dict[Group, tuple[float, int, int | None]] = {}
+    for g, m in members.items():
+        total = group_usage(m, g[1], rules.q, timed=g[0] not in untimed, stats=stats, means=means)
+        assert total is not None  # its members have samples of the key
+        totals[g] = (total, sum(counts[p, g[1]] for p in m),
+                     None if g[0] in untimed else group_windows(m, g[1], means))
+    return decided(found, totals, rules)
 
 
 def proposal_rows(states: Mapping[str, QuotaState], samples: Iterable[Sample], rules: Rules, *,
                   window: float = DEFAULT_WINDOW) -> list[ProposalRow]:
-    """The local engine: every observed principal-key of the clusters in ``states`` (the state now).
+    """The reference: every observed principal-key of the clusters in ``states`` (the state now).
 
     A bucket that is not kept is written on its own entity (``{user=U}``, ``{client-id=C}``,
     ``{user=U, client-id=C}``) with the proposal of its usage. A new ``{user=U}`` outranks U's
     quotas from ``{user=<default>, …}`` and client-id levels: a principal it would move out of its
     bucket is pinned on its own entity at the value its bucket gets (the current one when kept)."""
     mine = [s for s in samples if s.cluster in states]
-    drafts = _drafts(states, mine, rules, window)
+    return drafted_rows(states, _drafts(states, mine, rules, window))
+
+
+def drafted_rows(states: Mapping[str, QuotaState], drafts: Sequence[Draft]) -> list[ProposalRow]:
+    """The rows of ``drafts`` (the engines' aggregates decided): an error for a bucket whose need
+    no step covers; a principal a new ``{user=U}`` would move out of its bucket pinned."""
     check_rows([(*d.principal, d.key, d.group.display, d.need, d.proposal) for d in drafts])
     writes: dict[str, dict[Entity, dict[str, float]]] = {}
     for d in drafts:
