@@ -15,6 +15,8 @@ Run: .venv/bin/python benchmarks/fleet.py [--sizes plan1,plan10,usage1m,usage10m
   percentile per principal and key, written to Parquet). Then the ratios: local / DuckDB,
   Spark engine / Spark plain.
 - ``usageNm`` for any N (e.g. ``usage30m``): to find where the local engine passes the budget.
+- ``rightsizeNm``: ``kqplan fleet rightsize --stat p99`` on the same fleet and usage files as
+  ``usageNm`` (each engine of ``--engines``, into a fresh ``--out``; no floor).
 
 Peak memory is the largest sum of RSS over the command's process tree, sampled every 50 ms from
 /proc. A run over ``--budget-gib`` is stopped and recorded as over budget.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,20 +178,40 @@ def write_buckets(home: Path, usage: Path, path: Path) -> Path:
     return path
 
 
+def rightsize_runs(work: Path, size: str, shape: str, engines: tuple[str, ...]
+                   ) -> tuple[str, list[tuple[str, list[str]]], Path]:
+    """The rightsize workload of ``size`` (``rightsizeNm``) on ``usageNm``'s fleet and files."""
+    samples = size.replace("rightsize", "usage")
+    home, usage = workload(work, samples, shape)
+    runs = [(f"kqplan --engine {engine}",
+             [str(KQPLAN), "fleet", "rightsize", "--usage", str(usage), "--stat", "p99",
+              "--out", str(home / f"rightsize-{shape}-{samples}-{engine}"), "--engine", engine])
+            for engine in engines]
+    return f"rightsize, {shape}, {_millions(samples):g}M samples", runs, home
+
+
+def _millions(size: str) -> float:
+    return float(size.removeprefix("usage").removesuffix("m"))
+
+
+def workload(work: Path, size: str, shape: str) -> tuple[Path, Path]:
+    """The fleet's directory and the usage files of ``size`` (``usageNm``) and ``shape``."""
+    from benchmarks.shapes import write_shape
+
+    samples = int(_millions(size) * 1_000_000)
+    home = write_fleet(work, 10, 10_000)
+    if shape == "spread":  # issue 28's files, where earlier tables were measured
+        return home, write_usage(work / f"usage-{size}", samples, 10, 10_000)
+    return home, write_shape(work / f"usage-{shape}-{size}", shape, samples)
+
+
 def impact_runs(work: Path, size: str, shape: str = "spread", engines: tuple[str, ...] = ("local", "spark")
                 ) -> tuple[str, list[tuple[str, list[str]]], Path]:
     """The impact workload of ``size`` (``usageNm``) and ``shape`` (benchmarks/shapes.py): its
     label, its runs (``engines`` and their floors), its fleet's directory."""
-    from benchmarks.shapes import write_shape
-
-    samples = int(float(size.removeprefix("usage").removesuffix("m")) * 1_000_000)
-    home = write_fleet(work, 10, 10_000)
-    if shape == "spread":  # issue 28's files, where earlier tables were measured
-        usage = write_usage(work / f"usage-{size}", samples, 10, 10_000)
-    else:
-        usage = write_shape(work / f"usage-{shape}-{size}", shape, samples)
+    home, usage = workload(work, size, shape)
     buckets = write_buckets(home, usage, work / f"buckets-{shape}-{size}.parquet")
-    label = f"{shape}, {samples / 1e6:g}M samples"
+    label = f"{shape}, {_millions(size):g}M samples"
     runs = [(f"kqplan --engine {engine}",
              [str(KQPLAN), "fleet", "impact", "--usage", str(usage), "--stat", "p99",
               "--out", str(home / f"impact-{shape}-{size}-{engine}"), "--engine", engine])
@@ -229,7 +252,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     engines = tuple(args.engines.split(","))
     work_list = [(shape, size) for size in args.sizes.split(",")
-                 for shape in (args.shapes.split(",") if size.startswith("usage") else ["-"])]
+                 for shape in (args.shapes.split(",") if size.startswith(("usage", "rightsize")) else ["-"])]
     for shape, size in work_list:
         if size.startswith("plan"):
             clusters = int(size.removeprefix("plan"))
@@ -238,10 +261,14 @@ def main() -> None:
             base = [str(KQPLAN), "fleet", "plan", "--out"]
             runs = [(engine, [*base, str(home / f"out-{engine}"), "--engine", engine]) for engine in
                     ("local", "spark")]
+        elif size.startswith("rightsize"):
+            label, runs, home = rightsize_runs(work, size, shape, engines)
         else:
             label, runs, home = impact_runs(work, size, shape, engines)
         walls: dict[str, float] = {}
         for engine, command in runs:
+            if command[1:3] == ["fleet", "rightsize"]:  # a fresh --out: rightsize writes beside nothing
+                shutil.rmtree(command[command.index("--out") + 1], ignore_errors=True)
             wall, peak, verdict = measure(command, budget, home)
             walls[engine] = wall if verdict == "ok" else math.nan
             print(f"| {label} | {engine} | {wall:.1f} | {peak / 2**20:.0f} | {verdict} |", flush=True)
