@@ -8,6 +8,8 @@ import random
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
 from kqplan.fleet.columnar import HELD
+from kqplan.fleet.columnar_read import kinds
 from kqplan.fleet.columnar_rightsize import proposals_of_files
 from kqplan.fleet.rightsize import ProposalRow, Rules, proposal_rows
 from kqplan.fleet.usage import USAGE_KEYS, read_usage
@@ -84,29 +87,35 @@ def test_buckets_of_many_principals_timed_and_untimed(tmp_path):
         assert max(r.windows or 0 for r in got) == 9  # a window per t
 
 
-@pytest.mark.parametrize("row", [
-    "c,,app,user,5,1",  # a {user=U} bucket's row (of no user)
-    "c,u,,user,5,1",  # a {user=U} bucket's row
-    "c,u,app,client-id,5,1",
-    "c,u,app,,-5,1",  # a negative rate
-])
-def test_what_the_reference_refuses_is_refused_in_its_words(tmp_path, row):
-    path = tmp_path / "usage.csv"
-    path.write_text(f"cluster,user,client_id,bucket,{P},ts\nc,ok,app,,1,1\n{row}\n", encoding="utf-8")
+def refused_alike(path: Path) -> str:
+    """The error both engines raise for ``path``: the same message and hint."""
     rules = Rules.of(stat="max", headroom=1.5, tolerance=0.0)
     with pytest.raises(KqplanError) as reference:
         proposal_rows({"c": {}}, read_usage([path]).samples, rules)
     with pytest.raises(KqplanError) as columnar:
         proposals_of_files({"c": {}}, [path], rules)
     assert (str(columnar.value), columnar.value.hint) == (str(reference.value), reference.value.hint)
+    return str(columnar.value)
 
 
-def test_usage_beyond_any_quota_is_the_references_error(tmp_path):
+@pytest.mark.parametrize(("row", "message"), [
+    ("c,,app,user,5,1", "bucket"),  # a {user=U} bucket's row (of no user)
+    ("c,u,,user,5,1", "bucket"),  # a {user=U} bucket's row
+    ("c,u,app,client-id,5,1", "bucket"),
+    ("c,u,app,,-5,1", "negative"),
+    ("c,u,app,,1e30,1", "beyond any quota"),  # read, then no step covers it
+])
+def test_what_the_reference_refuses_is_refused_in_its_words(tmp_path, row, message):
     path = tmp_path / "usage.csv"
-    path.write_text(f"cluster,user,client_id,{P},ts\nc,u,x,1e30,1\n", encoding="utf-8")
-    rules = Rules.of(stat="max", headroom=1.5, tolerance=0.0)
-    with pytest.raises(KqplanError) as reference:
-        proposal_rows({"c": {}}, read_usage([path]).samples, rules)
-    with pytest.raises(KqplanError) as columnar:
-        proposals_of_files({"c": {}}, [path], rules)
-    assert str(columnar.value) == str(reference.value)
+    path.write_text(f"cluster,user,client_id,bucket,{P},ts\nc,ok,app,,1,1\n{row}\n", encoding="utf-8")
+    assert message in refused_alike(path)
+
+
+def test_a_buckets_row_in_parquet_duckdb_reads_is_refused_in_the_references_words(tmp_path):
+    """Parquet of ordinary types is read by DuckDB itself: its refusal of a bucket's row (read by
+    fleet impact, refused by rightsize) is the Python reader's, word for word."""
+    path = tmp_path / "usage.parquet"
+    pq.write_table(pa.table({"cluster": ["c", "c"], "user": ["ok", "u"], "client_id": ["app", ""],
+                             "bucket": ["", "user"], P: [1.0, 5.0], "ts": [1.0, 2.0]}), path)
+    assert kinds(path) is not None  # DuckDB's to read
+    assert "row 2" in refused_alike(path)
