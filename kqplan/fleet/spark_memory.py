@@ -93,7 +93,8 @@ def memory_errors(spark: Any, *, out_is_uri: bool) -> Iterator[None]:
     except Exception as exc:
         if OUT_OF_MEMORY in java_classes(exc) or OUT_OF_MEMORY in error_text(exc):
             raise out_of_memory(heap, out_is_uri=out_is_uri) from None
-        code = driver_exit(spark, wait=10)
+        # a JVM on its way out (its exit stops the context first) gets time to end; a live one none
+        code = driver_exit(spark, wait=10 if stopping(spark) else 0)
         if code is None:
             raise
         if code == OOM_EXIT:
@@ -106,6 +107,17 @@ OOM_EXIT = 52
 """Spark's exit code for a JVM whose task thread ran out of heap (``SparkExitCode.OOM``): in local
 mode the executor's uncaught-exception handler ends the driver's JVM with it, so pyspark sees only
 a connection refused."""
+
+
+def stopping(spark: Any) -> bool:
+    """Whether the driver's SparkContext is stopped, or its JVM does not answer: a JVM that exits
+    runs Spark's shutdown hook, which marks the context stopped before it cancels the jobs, so an
+    error that a JVM's exit caused finds it so (exit code 52: a task out of heap). A context that
+    runs says the error is not the JVM's end, which is then not waited for."""
+    try:
+        return bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # the JVM is gone or going (or Spark Connect: no context here)
+        return True
 
 
 def driver_exit(spark: Any, *, wait: float = 0.0) -> int | None:

@@ -222,3 +222,39 @@ def test_an_error_whose_jvm_is_gone_before_its_text_is_read_is_the_jvms_exit(tmp
     assert said["error"] == ["Spark's driver JVM stopped (exit code -9) while it worked",
                              "Spark's own log, named above, says why"]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+_LIVE = """
+import json, sys, time
+from kqplan.core.errors import KqplanError
+from kqplan.fleet.spark import session
+from kqplan.fleet.spark_memory import memory_errors
+
+said = {}
+with session(master="local[1]") as spark:
+    started = time.monotonic()
+    try:
+        with memory_errors(spark, out_is_uri=False):
+            spark.sql("SELECT raise_error('a job that fails, its JVM alive')").collect()
+    except KqplanError as exc:
+        said["error"] = ["KqplanError", exc.message]
+    except Exception as exc:
+        said["error"] = [type(exc).__name__, "a job that fails, its JVM alive" in str(exc)]
+    said["seconds"] = time.monotonic() - started
+    said["alive"] = spark.range(3).count() == 3
+json.dump(said, sys.stdout)
+"""
+
+
+def test_an_error_while_the_jvm_runs_is_raised_as_it_was_without_waiting_for_an_exit(tmp_path: Path) -> None:
+    """A job's own error, the JVM alive and its context running, is not the JVM's end: it is
+    raised as it was, at once. memory_errors used to wait 10 s for an exit that never came."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_LIVE)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = json.loads(proc.stdout)
+    name, found = said["error"]
+    assert name != "KqplanError", said
+    assert found is True, said
+    assert said["seconds"] < 5, said  # the job and its error take well under a second; the wait took 10
+    assert said["alive"]
