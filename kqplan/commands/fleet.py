@@ -207,7 +207,7 @@ def impact_command(config: ProjectConfig, names: Sequence[str], *, usage: Sequen
         states, errors = _planned(config, entries, progress)
         if engine is Engine.SPARK:
             from kqplan.fleet.spark import check_filesystems
-            from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
+            from kqplan.fleet.spark_assembled import impact_rows as spark_impact_rows
             from kqplan.fleet.spark_tables import write_impact as spark_write_impact
             from kqplan.fleet.spark_usage import usage_frame
 

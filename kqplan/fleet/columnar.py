@@ -49,28 +49,21 @@ import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kqplan.core.buckets import bucket_quota, shown
-from kqplan.core.entity import Entity
 from kqplan.core.errors import KqplanError
-from kqplan.core.resolve import QuotaIndex
 from kqplan.core.state import QuotaState
 from kqplan.fleet.columnar_read import VIEW, Sources, literal, quoted, refuse, register_usage
 from kqplan.fleet.columnar_stats import double, statistic, statistics
 from kqplan.fleet.impact import (
     DEFAULT_WINDOW,
-    BucketRow,
     Impact,
-    Side,
     _rows,
     _unused,
-    group_usage,
     placements,
-    verdict,
 )
+from kqplan.fleet.members import Group, Members, judged_buckets, memberships, numbered
 from kqplan.fleet.resources import Resources
 from kqplan.fleet.usage import USAGE_KEYS, Unit
 
@@ -83,47 +76,9 @@ HELD = 4_000_000
 """The most values one statistics query keeps of its units' top (or bottom) samples (~16 bytes
 each); a key that needs more gets DuckDB's ``quantile_cont``, which holds all of them."""
 
-SIDES = ("before", "after")
-"""The sides of the plan, as :attr:`~kqplan.fleet.impact.BucketRow.side` names them."""
 
 UNIT = 'cluster, "user", client_id, bucket'
 """The columns of a unit (:data:`~kqplan.fleet.usage.Unit`) in :data:`~kqplan.fleet.columnar_read.VIEW`."""
-
-Group = tuple[str, str, Entity]
-"""A bucket of one key on one side of the plan: (cluster, key, the bucket's entity)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Members:
-    """The observed units in each bucket of one side of the plan, as the reference groups them."""
-
-    whole: dict[Group, list[Unit]]
-    """The units whose members all fall in it (in the order of the units)."""
-    part: dict[Group, list[Unit]]
-    """The split units some of whose members fall in it."""
-    quota: dict[Group, tuple[float, Entity]]
-    """Its quota and source, as a unit wholly in it resolves them."""
-
-    @classmethod
-    def of(cls, side: Side) -> Members:
-        whole: dict[Group, list[Unit]] = {}
-        part: dict[Group, list[Unit]] = {}
-        quota: dict[Group, tuple[float, Entity]] = {}
-        for unit, keys in side.items():
-            for key, (where, value, origin) in keys.items():
-                if len(where) > 1:
-                    for group in where:
-                        if group is not None:
-                            part.setdefault((unit[0], key, group), []).append(unit)
-                    continue
-                [group] = where
-                if group is not None:
-                    g = (unit[0], key, group)
-                    whole.setdefault(g, []).append(unit)
-                    if value is not None and origin is not None:
-                        quota[g] = (value, origin)
-        return cls(whole, part, quota)
-
 
 def impact_of_files(states: Mapping[str, tuple[QuotaState, QuotaState]], paths: Sequence[Path],
                     q: float | None, *, window: float = DEFAULT_WINDOW,
@@ -217,17 +172,14 @@ def _impact(con: duckdb.DuckDBPyConnection, states: Mapping[str, tuple[QuotaStat
     with _beside(con, lambda: unit_stats(con, counts, q, clusters, held=held, memory=memory)) as stats_done:
         sides = placements(states, units)
         members = [Members.of(side) for side in sides]
-        numbers: dict[tuple[int, Group], int] = {}  # (side, bucket) -> its number
-        for side, found in enumerate(members):
-            for g in (*found.whole, *found.part):
-                numbers.setdefault((side, g), len(numbers))
+        numbers = numbered(members)
         stats = stats_done.result()
     with _beside(con, lambda: timed_usage(con, set(counts), members, numbers=numbers, untimed=untimed, q=q,
                                            window=window, held=held, limits=limits)) as totals_done:
         unused = _unused(states, sides)
         totals = totals_done.result()
-    buckets = [_judged(states, side, found, untimed=untimed, totals=totals, numbers=numbers, stats=stats, q=q)
-               for side, found in enumerate(members)]
+    buckets = [judged_buckets(states, side, found, untimed=untimed, totals=totals, numbers=numbers,
+                              stats=stats, q=q) for side, found in enumerate(members)]
     return Impact(_rows(units, sides, buckets, stats), unused, untimed,
                   sorted(b for judged in buckets for b in judged.values()))
 
@@ -264,45 +216,6 @@ def _beside(con: duckdb.DuckDBPyConnection, work: Callable[[], _T]) -> Iterator[
             raise
     finally:
         pool.shutdown(wait=True)
-
-
-def _judged(states: Mapping[str, tuple[QuotaState, QuotaState]], side: int, members: Members, *,
-            untimed: Collection[str], totals: Mapping[int, tuple[float | None, float | None, int]],
-            numbers: Mapping[tuple[int, Group], int], stats: Mapping[Unit, Mapping[str, float]],
-            q: float | None) -> dict[Group, BucketRow]:
-    """The buckets of one side of the plan, as the reference judges them: the known usage (the
-    units wholly in the bucket), the most (with the split units partly in it; None: none are),
-    the quota and the verdict. A timed cluster's usage is DuckDB's (``totals`` by the bucket's
-    number: known, most; none: no samples); an untimed one's the members' statistics summed."""
-    indexes: dict[str, QuotaIndex] = {}  # only for a bucket no unit is wholly in: a few
-    judged: dict[Group, BucketRow] = {}
-    groups: dict[Entity, str] = {}  # each bucket's shown form and each source's display, once:
-    sources: dict[Entity, str] = {}  # a bucket is judged once per key
-    for g in (*members.whole, *members.part):
-        if g in judged:
-            continue
-        cluster, key, group = g
-        whole, part = members.whole.get(g, []), members.part.get(g, [])
-        if cluster in untimed:
-            known = group_usage(whole, key, q, timed=False, stats=stats, means={})
-            most = group_usage([*whole, *part], key, q, timed=False, stats=stats, means={}) if part else None
-        else:
-            known, most, _ = totals.get(numbers[side, g], (None, None, 0))
-            most = most if part else None
-        hit = members.quota.get(g)
-        if hit is None:
-            if cluster not in indexes:
-                indexes[cluster] = QuotaIndex.of(states[cluster][side])
-            hit = bucket_quota(indexes[cluster], group, key)
-        assert hit is not None  # a class of a unit falls in it: its quota is set
-        value, origin = hit
-        if group not in groups:
-            groups[group] = shown(group)
-        if origin not in sources:
-            sources[origin] = origin.display
-        judged[g] = BucketRow(cluster, key, SIDES[side], groups[group], value, sources[origin], known, most,
-                              verdict(value, known, most), len(whole), len(part))
-    return judged
 
 
 def observed(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], states: Mapping[str, object], *,
@@ -404,26 +317,12 @@ def timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: 
     import pyarrow as pa
 
     index = {key: i for i, key in enumerate(USAGE_KEYS)}
-    uids: dict[Unit, int] = {}
-    single: dict[tuple[int, str], list[int]] = {}  # (unit, key) -> the numbers of its buckets alone
-    numbered: dict[str, list[Any]] = {"uid": [], "k": [], "number": [], "exact": [], "split": []}
-    for side, found in enumerate(members):
-        for exact, groups in ((True, found.whole), (False, found.part)):
-            for g, units in groups.items():
-                if g[0] in untimed or g[1] not in keys:
-                    continue
-                number = numbers[side, g]
-                if exact and len(units) == 1 and g not in found.part:
-                    single.setdefault((uids.setdefault(units[0], len(uids)), g[1]), []).append(number)
-                    continue
-                for unit in units:
-                    row = (uids.setdefault(unit, len(uids)), index[g[1]], number, exact, g in found.part)
-                    for column, value in zip(numbered.values(), row, strict=True):
-                        column.append(value)
-    if not uids:
+    placed = memberships(members, numbers=numbers, untimed=untimed, keys=keys)
+    single = placed.single
+    if not placed.units:
         return {}
     present = [k for k in USAGE_KEYS if k in keys]
-    _window_means(con, list(uids), present, window=window, limits=limits)
+    _window_means(con, placed.units, present, window=window, limits=limits)
     totals: dict[int, tuple[float | None, float | None, int]] = {}
     if single:
         wanted = sorted({k for _, k in single}, key=index.__getitem__)
@@ -441,10 +340,11 @@ def timed_usage(con: duckdb.DuckDBPyConnection, keys: Collection[str], members: 
             found_value = stats.get((uid,), {}).get(key)
             if found_value is not None:
                 totals.update((n, (found_value, None, windows[key][uid])) for n in bucket_numbers)
-    if numbered["uid"]:
+    if placed.rows:
         types = [pa.int32(), pa.int8(), pa.int64(), pa.bool_(), pa.bool_()]
-        con.register("kq_members", pa.table({c: pa.array(v, t) for (c, v), t in zip(numbered.items(), types,
-                                                                                     strict=True)}))
+        names = ("uid", "k", "number", "exact", "split")
+        con.register("kq_members", pa.table({c: pa.array(v, t) for c, v, t in zip(
+            names, zip(*placed.rows, strict=True), types, strict=True)}))
         ranks = ", ".join(str(index[k]) for k in present)
         sql = f"""
             WITH means AS (

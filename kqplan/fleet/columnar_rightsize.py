@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kqplan.core.state import QuotaState
-from kqplan.fleet.columnar import HELD, Members, local_engine, observed, timed_usage, unit_stats
+from kqplan.fleet.columnar import HELD, local_engine, observed, timed_usage, unit_stats
 from kqplan.fleet.columnar_read import literal
 from kqplan.fleet.impact import DEFAULT_WINDOW, group_usage
+from kqplan.fleet.members import Members
 from kqplan.fleet.resources import Resources
 from kqplan.fleet.rightsize import (
     Draft,

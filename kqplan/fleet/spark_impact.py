@@ -1,5 +1,8 @@
-"""The Spark engine's impact: the rows, buckets and unused entries of
-:func:`kqplan.fleet.impact.impact_rows`, which the tests hold it to, from a usage frame.
+"""The Spark engine's usage aggregates, and its impact as DataFrames: the rows, buckets and unused
+entries of :func:`kqplan.fleet.impact.impact_rows`, which the tests hold it to, from a usage
+frame. ``fleet impact --out URI`` writes those frames where the URI says
+(:mod:`kqplan.fleet.spark_tables`); a local ``--out`` takes the impact assembled in this process
+from the same aggregates (:mod:`kqplan.fleet.spark_assembled`).
 
 What is computed where:
 
@@ -25,12 +28,12 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kqplan.core.buckets import bucket, shown, shown_text
-from kqplan.core.entity import CLIENT_ID, USER, Entity, EntityKind
+from kqplan.core.buckets import bucket, shown
+from kqplan.core.entity import CLIENT_ID, USER, Entity
 from kqplan.core.errors import KqplanError
 from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.core.state import QuotaState
-from kqplan.fleet.impact import DEFAULT_WINDOW, BucketRow, Impact, ImpactRow, UnusedRow
+from kqplan.fleet.impact import DEFAULT_WINDOW
 from kqplan.fleet.spark import collect_rows, frame_of
 from kqplan.fleet.spark_heavy import among, heavy_table, heavy_units
 from kqplan.fleet.spark_placed import MEMBER, PLACED, PRINCIPALS, SIDES, measured_rows, principal_rows
@@ -94,17 +97,16 @@ def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
         *(column.alias(name) for name, column in others.items()))
     if heavy and q is not None:  # millions of samples: their quantile in bounded memory
         wide = wide.unionByName(heavy_table(usage, UNIT, heavy, q, others))
-    triples = ", ".join(f"'{k}', `{k}`, `n_{k}`" for k in USAGE_KEYS)
-    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {triples}) as (key, usage, samples)")
-    return wide.select(*UNIT, "untimed", "bad", stacked)
+    return wide.select(*UNIT, "untimed", "bad", _stacked("usage", "samples"))
 
 
-def _stacked(name: str) -> Any:
-    """The four key columns of a wide row as rows ``(key, name)``."""
+def _stacked(name: str, counted: str | None = None) -> Any:
+    """The four key columns of a wide row as rows ``(key, name)``; ``counted``: with each key's
+    count (its column ``n_<key>``) as ``(key, name, counted)``."""
     from pyspark.sql import functions as F
 
-    pairs = ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS)
-    return F.expr(f"stack({len(USAGE_KEYS)}, {pairs}) as (key, {name})")
+    cells = ", ".join(f"'{k}', `{k}`" + (f", `n_{k}`" if counted else "") for k in USAGE_KEYS)
+    return F.expr(f"stack({len(USAGE_KEYS)}, {cells}) as (key, {name}{f', {counted}' if counted else ''})")
 
 
 def _statistic(column: Any, q: float | None) -> Any:
@@ -197,12 +199,13 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
     :func:`usage_table` of ``clusters``, each unit-key's mean per window, the clusters with a
     sample without ``ts`` (not windowed), and each unit-key's statistic over its window means
-    (``cluster, user, client_id, bucket, key, usage``; not kept). Two reads of the usage in all: an
-    unchecked usage frame (one with ``problem``) is checked by the first aggregation, every row of
-    any cluster, and only when a row is refused is the usage searched again, for the message;
-    ``buckets`` false, a quota bucket's row is refused (``fleet rightsize``), as ``read_usage``
-    refuses it. ``seen`` hears every cluster the usage names, from the same aggregation (the other
-    clusters' rates left out of it), before anything else is computed."""
+    (``cluster, user, client_id, bucket, key, usage``; not kept). Two
+    reads of the usage in all: an unchecked usage frame (one with ``problem``) is checked by the
+    first aggregation, every row of any cluster, and only when a row is refused is the usage
+    searched again, for the message; ``buckets`` false, a quota bucket's row is refused (``fleet
+    rightsize``), as ``read_usage`` refuses it. ``seen`` hears every cluster the usage names, from
+    the same aggregation (the other clusters' rates left out of it), before anything else is
+    computed."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_usage import check, read_error, refused
@@ -418,31 +421,6 @@ def _throttled(side: str) -> Any:
     unlimited = F.col(f"{side}_bu").isNull() & F.col(f"{side}_bc").isNull()
     return (F.when(F.col(f"{side}_split"), F.col(f"{side}_judged")).when(unlimited, F.lit(False))
             .otherwise(F.col(f"{side}_throttled")))
-
-
-def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]], usage: Any,
-                q: float | None, *, window: float = DEFAULT_WINDOW, seen: Seen | None = None) -> Impact:
-    """The :class:`~kqplan.fleet.impact.Impact` of :func:`kqplan.fleet.impact.impact_rows` from a usage
-    frame (:func:`kqplan.fleet.spark_usage.usage_frame`), :func:`impact_frame` collected."""
-    with impact_frame(spark, states, usage, q, window=window, seen=seen) as (table, groups, untimed):
-        collected = collect_rows(table)
-        found = collect_rows(groups)
-    # r: 0-4 the unit-key, 5 usage, 6-12 before (value, source, bu, bc, group usage, its max, split),
-    # 13-19 after, 20 utilization, 21 throttled_before, 22 would_throttle
-    rows = sorted(ImpactRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] and shown_text(r[7]),
-                            group_shown(r[8], r[9]), r[10], r[11], r[12], r[13], r[14] and shown_text(r[14]),
-                            group_shown(r[15], r[16]), r[17], r[18], r[19], r[20], r[21], r[22])
-                  for r in collected)
-    # The entries nobody resolves to, from the rows already here (a second Spark job would
-    # recompute the whole join): quota entries of the state after the plan minus those used.
-    used = {(r[0], r[14], r[4]) for r in collected if r[14] is not None}
-    unused = sorted(UnusedRow(cluster, shown, key) for cluster, (_, state) in states.items()
-                    for entity, quotas in state.items() if entity.kind is EntityKind.CLIENT
-                    for shown in (entity.display,) for key in quotas if (cluster, shown, key) not in used)
-    buckets = sorted(BucketRow(c, k, side, group_shown(bu, bc) or "", value, source, usage_, most, hit,
-                               int(n), int(shares))
-                     for c, k, side, bu, bc, value, source, usage_, most, hit, n, shares in found)
-    return Impact(rows, unused, frozenset(untimed), buckets)
 
 
 def group_shown(user: str | None, client_id: str | None) -> str | None:

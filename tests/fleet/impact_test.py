@@ -14,7 +14,7 @@ from kqplan.core.buckets import bucket_of
 from kqplan.core.entity import Entity
 from kqplan.core.resolve import resolve
 from kqplan.fleet.impact import impact_rows, newly_throttled
-from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
+from kqplan.fleet.spark_assembled import impact_rows as spark_impact_rows
 from kqplan.fleet.spark_usage import samples_frame
 from kqplan.fleet.usage import USAGE_KEYS, Sample, Usage, parse_stat, statistic
 

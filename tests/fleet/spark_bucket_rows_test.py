@@ -21,7 +21,7 @@ from kqplan.core.errors import KqplanError
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import BucketRow, Impact, ImpactRow, UnusedRow, impact_rows, summarize
 from kqplan.fleet.rightsize import Rules
-from kqplan.fleet.spark_impact import impact_rows as spark_impact_rows
+from kqplan.fleet.spark_assembled import impact_rows as spark_impact_rows
 from kqplan.fleet.spark_rightsize import spark_proposal_rows
 from kqplan.fleet.spark_tables import write_impact
 from kqplan.fleet.spark_usage import check, samples_frame, usage_frame
