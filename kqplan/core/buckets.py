@@ -69,13 +69,6 @@ def shown(of: Entity) -> str:
                            for t, n in of.parts) + "}"
 
 
-def shown_text(display: str) -> str:
-    """:func:`shown` of a display form: :data:`OTHERS_ESCAPED` where a name is, whole
-    (:data:`OTHERS_WHOLE`), as ``(others)``. The text of another name never reads so: a printable
-    name starting with a backslash is shown with a second one."""
-    return re.sub(OTHERS_WHOLE, OTHERS_SHOWN, display) if OTHERS_ESCAPED in display else display
-
-
 OTHERS_SHOWN = "(others)"
 """How :func:`shown` writes :data:`OTHERS`."""
 OTHERS_ESCAPED = Entity.user(OTHERS).display[len("{user="):-1]

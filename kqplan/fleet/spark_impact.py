@@ -28,8 +28,8 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kqplan.core.buckets import bucket, shown
-from kqplan.core.entity import CLIENT_ID, USER, Entity
+from kqplan.core.buckets import bucket
+from kqplan.core.entity import CLIENT_ID, USER
 from kqplan.core.errors import KqplanError
 from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.core.state import QuotaState
@@ -421,9 +421,3 @@ def _throttled(side: str) -> Any:
     unlimited = F.col(f"{side}_bu").isNull() & F.col(f"{side}_bc").isNull()
     return (F.when(F.col(f"{side}_split"), F.col(f"{side}_judged")).when(unlimited, F.lit(False))
             .otherwise(F.col(f"{side}_throttled")))
-
-
-def group_shown(user: str | None, client_id: str | None) -> str | None:
-    """A bucket of the impact as the reference shows it (:func:`kqplan.core.buckets.shown`)."""
-    parts = [(t, n) for t, n in ((USER, user), (CLIENT_ID, client_id)) if n is not None]
-    return shown(Entity(tuple(parts))) if parts else None

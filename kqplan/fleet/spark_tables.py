@@ -74,7 +74,8 @@ def _shown_names(spark: Any, groups: Any) -> Any:
 
 
 def _others(text: Any) -> Any:
-    """:func:`shown_text` in Spark."""
+    """A display form with :data:`~kqplan.core.buckets.OTHERS` shown as :func:`kqplan.core.buckets.shown`
+    shows it, in Spark."""
     from pyspark.sql import functions as F
 
     return F.regexp_replace(text, F.lit(OTHERS_WHOLE), F.lit(OTHERS_SHOWN))
