@@ -97,16 +97,17 @@ def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
         *(column.alias(name) for name, column in others.items()))
     if heavy and q is not None:  # millions of samples: their quantile in bounded memory
         wide = wide.unionByName(heavy_table(usage, UNIT, heavy, q, others))
-    return wide.select(*UNIT, "untimed", "bad", _stacked("usage", "samples"))
+    triples = ", ".join(f"'{k}', `{k}`, `n_{k}`" for k in USAGE_KEYS)
+    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {triples}) as (key, usage, samples)")
+    return wide.select(*UNIT, "untimed", "bad", stacked)
 
 
-def _stacked(name: str, counted: str | None = None) -> Any:
-    """The four key columns of a wide row as rows ``(key, name)``; ``counted``: with each key's
-    count (its column ``n_<key>``) as ``(key, name, counted)``."""
+def _stacked(name: str) -> Any:
+    """The four key columns of a wide row as rows ``(key, name)``."""
     from pyspark.sql import functions as F
 
-    cells = ", ".join(f"'{k}', `{k}`" + (f", `n_{k}`" if counted else "") for k in USAGE_KEYS)
-    return F.expr(f"stack({len(USAGE_KEYS)}, {cells}) as (key, {name}{f', {counted}' if counted else ''})")
+    pairs = ", ".join(f"'{k}', `{k}`" for k in USAGE_KEYS)
+    return F.expr(f"stack({len(USAGE_KEYS)}, {pairs}) as (key, {name})")
 
 
 def _statistic(column: Any, q: float | None) -> Any:
@@ -199,13 +200,12 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
     :func:`usage_table` of ``clusters``, each unit-key's mean per window, the clusters with a
     sample without ``ts`` (not windowed), and each unit-key's statistic over its window means
-    (``cluster, user, client_id, bucket, key, usage``; not kept). Two
-    reads of the usage in all: an unchecked usage frame (one with ``problem``) is checked by the
-    first aggregation, every row of any cluster, and only when a row is refused is the usage
-    searched again, for the message; ``buckets`` false, a quota bucket's row is refused (``fleet
-    rightsize``), as ``read_usage`` refuses it. ``seen`` hears every cluster the usage names, from
-    the same aggregation (the other clusters' rates left out of it), before anything else is
-    computed."""
+    (``cluster, user, client_id, bucket, key, usage``; not kept). Two reads of the usage in all: an
+    unchecked usage frame (one with ``problem``) is checked by the first aggregation, every row of
+    any cluster, and only when a row is refused is the usage searched again, for the message;
+    ``buckets`` false, a quota bucket's row is refused (``fleet rightsize``), as ``read_usage``
+    refuses it. ``seen`` hears every cluster the usage names, from the same aggregation (the other
+    clusters' rates left out of it), before anything else is computed."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_usage import check, read_error, refused
