@@ -195,14 +195,14 @@ def session(*, master: str | None = None, remote: str | None = None,
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        from kqplan.core.errors import KqplanError
-
         raise KqplanError("the Spark engine needs pyspark", hint="pip install 'kqplan[spark]'") from None
     target = where(master, remote)
     master, remote = target.master, target.remote
     if remote:  # a server that is not there: said within seconds, not after pyspark's retries
         reachable(remote)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if not remote and (master or "local").startswith("local"):  # its Python workers: this Python's
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # numpy and pyarrow (spark_sorted)
     # pyspark records a Connect session in the environment (SPARK_CONNECT_MODE_ENABLED, …), which
     # would turn every later local session of this process into a Connect one: restored after;
     # and a master given while SPARK_REMOTE is set is a local session (pyspark would refuse both)
@@ -224,8 +224,6 @@ def session(*, master: str | None = None, remote: str | None = None,
         existing = None if remote else SparkSession.getActiveSession()
         if existing is not None and master is not None and not master.startswith("local") \
                 and existing.sparkContext.master != master:
-            from kqplan.core.errors import KqplanError
-
             raise KqplanError(f"this process already runs a Spark session on {existing.sparkContext.master}: "
                               f"--spark-master {master} cannot be used from it",
                               hint="run kqplan in a process of its own for another master")

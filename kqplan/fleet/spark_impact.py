@@ -24,13 +24,14 @@ What is computed where:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from kqplan.core.buckets import bucket
 from kqplan.core.entity import CLIENT_ID, USER
-from kqplan.core.errors import KqplanError
+from kqplan.core.errors import KqplanError, error_text
 from kqplan.core.resolve import CLIENT_LEVELS, Match, level_of
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW
@@ -74,32 +75,46 @@ GROUP = ["cluster", "key", "side", "bu", "bc"]
 """A bucket on one side of the plan, by its tags (null: the bucket does not carry that name)."""
 
 
-def usage_table(usage: Any, q: float | None, *, buckets: bool = False) -> Any:
-    """Every observed unit × the four keys, with ``usage``: the statistic (max, or Spark SQL's
-    exact ``percentile``) over its samples, null for a key without samples; ``samples``, their
-    count; ``untimed``, its usage rows with a sample and without a ``ts``; and ``bad``, whether a
+def usage_table(usage: Any, q: float | None, window: float, *,
+                buckets: bool = False) -> tuple[Any, Any, list[Any]]:
+    """Every observed unit × the four keys, with ``usage``: the statistic (max, or the ``q``
+    quantile) over its samples, null for a key without samples; ``samples``, their count;
+    ``own``, the statistic over its means per window of ``window`` seconds (its samples with a
+    ``ts``); ``untimed``, its usage rows with a sample and without a ``ts``; and ``bad``, whether a
     row of it is refused (:func:`kqplan.fleet.spark_usage.refused`: an unchecked usage frame
-    carries ``problem``; ``buckets`` false, a bucket's row). One aggregation of the wide usage rows
-    per unit, the keys side by side; a quantile's units with millions of samples found first and
-    aggregated apart, in bounded memory (:mod:`kqplan.fleet.spark_heavy`)."""
+    carries ``problem``; ``buckets`` false, a bucket's row). Beside it, each unit-key's mean per
+    window (``w``, ``mean``). One pass over the usage rows, sorted per unit in the executors'
+    Python (:mod:`kqplan.fleet.spark_sorted`); a quantile's units with millions of samples found
+    first and aggregated apart on Spark, in bounded memory (:mod:`kqplan.fleet.spark_heavy`)."""
     from pyspark.sql import functions as F
 
+    from kqplan.fleet.spark_sorted import sorted_units
     from kqplan.fleet.spark_usage import refused
 
     sampled = F.lit(False)
     for k in USAGE_KEYS:
         sampled = sampled | F.col(k).isNotNull()
-    others = {"untimed": F.count(F.when(sampled & F.col("ts").isNull(), 1)),
-              "bad": F.max(refused(usage, buckets=buckets))}
+    untimed, bad = sampled & F.col("ts").isNull(), F.coalesce(refused(usage, buckets=buckets), F.lit(False))
     heavy = [] if q is None else heavy_units(usage, UNIT)
-    wide = (among(usage, UNIT, heavy, "left_anti") if heavy else usage).groupBy(*UNIT).agg(
-        *(_statistic(k, q).alias(k) for k in USAGE_KEYS), *(F.count(k).alias(f"n_{k}") for k in USAGE_KEYS),
-        *(column.alias(name) for name, column in others.items()))
+    light = among(usage, UNIT, heavy, "left_anti") if heavy else usage
+    # computed now, and its plan cut short: a Spark Connect plan's depth is bounded (the decoder's),
+    # and the fleet jobs build theirs on top of this one
+    found = sorted_units(light, q, window, untimed=untimed, bad=bad).localCheckpoint()
+    kept: list[Any] = []
+    wide, means = found.where(~F.col("window")), found.where(F.col("window"))
     if heavy and q is not None:  # millions of samples: their quantile in bounded memory
-        wide = wide.unionByName(heavy_table(usage, UNIT, heavy, q, others))
-    triples = ", ".join(f"'{k}', `{k}`, `n_{k}`" for k in USAGE_KEYS)
-    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {triples}) as (key, usage, samples)")
-    return wide.select(*UNIT, "untimed", "bad", stacked)
+        others = {"untimed": F.count(F.when(untimed, 1)), "bad": F.max(bad)}
+        theirs = among(usage, UNIT, heavy, "left_semi").withColumn("w", F.floor(F.col("ts") / F.lit(window)))
+        windowed = (theirs.where(F.col("w").isNotNull()).groupBy(*UNIT, "w")
+                    .agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))).persist()
+        kept.append(windowed)
+        own = windowed.groupBy(*UNIT).agg(*(_statistic(k, q).alias(f"o_{k}") for k in USAGE_KEYS))
+        mine = heavy_table(usage, UNIT, heavy, q, others).join(own, UNIT, "left")
+        wide = wide.select(*mine.columns).unionByName(mine)
+        means = means.select(*UNIT, "w", *USAGE_KEYS).unionByName(windowed)
+    quads = ", ".join(f"'{k}', `{k}`, `n_{k}`, `o_{k}`" for k in USAGE_KEYS)
+    stacked = F.expr(f"stack({len(USAGE_KEYS)}, {quads}) as (key, usage, samples, own)")
+    return wide.select(*UNIT, "untimed", "bad", stacked), means.select(*UNIT, "w", _stacked("mean")), kept
 
 
 def _stacked(name: str) -> Any:
@@ -200,9 +215,10 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
     :func:`usage_table` of ``clusters``, each unit-key's mean per window, the clusters with a
     sample without ``ts`` (not windowed), and each unit-key's statistic over its window means
-    (``cluster, user, client_id, bucket, key, usage``; not kept). Two reads of the usage in all: an
-    unchecked usage frame (one with ``problem``) is checked by the first aggregation, every row of
-    any cluster, and only when a row is refused is the usage searched again, for the message;
+    (``cluster, user, client_id, bucket, key, usage``). One pass over the usage computes them all
+    (:func:`usage_table`; a heavy unit's rows are read again): an unchecked usage frame (one with
+    ``problem``) is checked by it, every row of any cluster, and only when a row is refused is the
+    usage searched again, for the message;
     ``buckets`` false, a quota bucket's row is refused (``fleet rightsize``), as ``read_usage``
     refuses it. ``seen`` hears every cluster the usage names, from the same aggregation (the other
     clusters' rates left out of it), before anything else is computed."""
@@ -219,34 +235,38 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
     wanted = (mine | F.col("cluster").isNull() | refused(usage, buckets=buckets)) if checking else mine
     source = usage.where(wanted) if seen is None else usage.select(
         *(F.when(mine, F.col(c)).alias(c) if c in USAGE_KEYS else F.col(c) for c in usage.columns))
-    table = means = None
+    kept: list[Any] = []
     try:
-        try:  # the first actions: the usage is read now
-            table = usage_table(source, q, buckets=buckets).persist()
-            broken = checking and table.where(F.col("bad")).limit(1).count()
+        try:  # the first actions: the usage is read, and every unit aggregated, now
+            table, means, kept = usage_table(source, q, window, buckets=buckets)
+            if checking and table.where(F.col("bad")).limit(1).count():
+                check(usage, buckets=buckets)  # raises, naming the first refused row
+            if seen is not None:
+                seen([r[0] for r in table.select("cluster").distinct().collect()])
+            base = table.where(mine).drop("bad", "own")
+            untimed = sorted(r[0] for r in base.where(F.col("untimed") > 0).select("cluster").distinct()
+                             .collect())
         except KqplanError:
             raise
         except Exception as exc:
-            raise read_error(usage.sparkSession, exc) from None
-        if broken:
-            check(usage, buckets=buckets)  # raises, naming the first refused row
-        if seen is not None:
-            seen([r[0] for r in table.select("cluster").distinct().collect()])
-        base = table.where(mine).drop("bad")
-        untimed = sorted(r[0] for r in base.where(F.col("untimed") > 0).select("cluster").distinct()
-                         .collect())
-        means = (usage.where(mine & ~F.col("cluster").isin(untimed))
-                 .withColumn("w", F.floor(F.col("ts") / F.lit(window)))
-                 .groupBy(*UNIT, "w").agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))).persist()
-        # a unit's own statistic over its window means, the keys side by side (as the usage's)
-        own = (means.groupBy(*UNIT).agg(*(_statistic(k, q).alias(k) for k in USAGE_KEYS))
-               .select(*UNIT, _stacked("usage")).where(F.col("usage").isNotNull()))
-        yield base, means.select(*UNIT, "w", _stacked("mean")).where(F.col("mean").isNotNull()), untimed, own
+            raise worker_error(exc) or read_error(usage.sparkSession, exc) from None
+        timed = mine & ~F.col("cluster").isin(untimed)
+        own = table.where(timed & F.col("own").isNotNull()).select(*UNIT, "key", F.col("own").alias("usage"))
+        yield base, means.where(timed & F.col("mean").isNotNull()), untimed, own
     finally:
-        if table is not None:
-            table.unpersist()
-        if means is not None:
-            means.unpersist()
+        for frame in kept:
+            frame.unpersist()
+
+
+def worker_error(exc: Exception) -> KqplanError | None:
+    """What the executors' Python lacks to run :mod:`kqplan.fleet.spark_sorted`, said as such."""
+    found = re.search(r"No module named '(numpy|pyarrow)", error_text(exc))
+    if found is None:
+        return None
+    return KqplanError(f"the Spark executors' Python has no {found[1]}: the Spark engine aggregates each "
+                       "unit's samples there, with numpy and pyarrow",
+                       hint="install numpy and pyarrow in the Python the executors run (PYSPARK_PYTHON, "
+                            "spark.pyspark.python), or use --engine local")
 
 
 # -- what this process resolves: the principals, the measured buckets' units ---------------------
