@@ -41,6 +41,8 @@ SORTED = ", ".join(["cluster string, user string, client_id string, bucket strin
 over its samples, their count ``n_``, the statistic over its window means ``o_``; ``untimed``, its
 samples without ``ts``; ``bad``, whether a row of it is refused), and a row per unit and window
 with a mean (``window`` true, ``w``; each key's mean in it, null without samples)."""
+COLUMNS = [field.split(" ")[0].strip("`") for field in SORTED.split(", ")]
+""":data:`SORTED`'s column names, in order."""
 
 
 def sorted_units(frame: Any, q: float | None, window: float, *, untimed: Any, bad: Any) -> Any:
@@ -94,12 +96,12 @@ def unit_table(table: Any, q: float | None, *, ordered: bool = False) -> Any:
     window_of = np.cumsum(windows) - 1
     count, window_count = len(firsts), len(window_firsts)
     timed = pc.is_valid(table.column("w")).to_numpy(zero_copy_only=False)[window_firsts]
-    heads = pa.array(firsts)
+    window_unit = unit_of[window_firsts]  # each window's unit
+    heads, window_heads = pa.array(firsts), pa.array(window_firsts)
     per_unit: dict[str, Any] = {c: table.column(c).take(heads) for c in UNIT}
-    per_window: dict[str, Any] = {c: table.column(c).take(pa.array(window_firsts)) for c in UNIT}
+    per_window: dict[str, Any] = {c: table.column(c).take(window_heads) for c in (*UNIT, "w")}
     per_unit |= {"w": pa.nulls(count, pa.int64()), "window": pa.array(np.zeros(count, dtype=bool))}
-    per_window |= {"w": table.column("w").take(pa.array(window_firsts)),
-                   "window": pa.array(np.ones(window_count, dtype=bool))}
+    per_window |= {"window": pa.array(np.ones(window_count, dtype=bool))}
     known = np.zeros(window_count, dtype=bool)
     for key in KEYS:
         column = table.column(key)
@@ -111,7 +113,7 @@ def unit_table(table: Any, q: float | None, *, ordered: bool = False) -> Any:
         means = sums / np.maximum(seen, 1)
         has_mean = (seen > 0) & timed
         known |= has_mean
-        own, means_n = quantiles(means[has_mean], unit_of[window_firsts][has_mean], count, q)
+        own, means_n = quantiles(means[has_mean], window_unit[has_mean], count, q)
         per_unit |= {key: _doubles(stat, n > 0), f"n_{key}": pa.array(n),
                      f"o_{key}": _doubles(own, means_n > 0)}
         per_window |= {key: _doubles(means, seen > 0), f"n_{key}": pa.nulls(window_count, pa.int64()),
@@ -122,9 +124,8 @@ def unit_table(table: Any, q: float | None, *, ordered: bool = False) -> Any:
                                      .astype(np.int64)),
                  "bad": pa.array(np.bincount(unit_of, weights=flags["bad"], minlength=count) > 0)}
     per_window |= {"untimed": pa.nulls(window_count, pa.int64()), "bad": pa.nulls(window_count, pa.bool_())}
-    names = [f.split(" ")[0].strip("`") for f in SORTED.split(", ")]
-    windowed = pa.table({n: per_window[n] for n in names}).filter(pa.array(known))
-    return pa.concat_tables([pa.table({n: per_unit[n] for n in names}), windowed])
+    windowed = pa.table({n: per_window[n] for n in COLUMNS}).filter(pa.array(known))
+    return pa.concat_tables([pa.table({n: per_unit[n] for n in COLUMNS}), windowed])
 
 
 def quantiles(values: Any, groups: Any, count: int, q: float | None) -> tuple[Any, Any]:
