@@ -19,14 +19,14 @@ than this process's resolution of the same principals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kqplan.core.state import QuotaState
 from kqplan.fleet.impact import DEFAULT_WINDOW, Impact, _rows, _unused, placements
 from kqplan.fleet.members import Members, Memberships, Totals, judged_buckets, memberships, numbered
 from kqplan.fleet.spark import collect_rows, frame_of
-from kqplan.fleet.spark_impact import UNIT_KEYS, Seen, _statistic, usage_aggregates
+from kqplan.fleet.spark_impact import UNIT_KEYS, Seen, _statistic, unit_means, usage_aggregates
 from kqplan.fleet.usage import USAGE_KEYS, Unit
 
 _MEMBER = ("cluster string, user string, client_id string, bucket string, key string, number int, "
@@ -38,43 +38,55 @@ def impact_rows(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]],
     """The :class:`~kqplan.fleet.impact.Impact` of :func:`kqplan.fleet.impact.impact_rows` from a
     usage frame (:func:`kqplan.fleet.spark_usage.usage_frame`); ``seen`` hears the clusters the
     usage names (:func:`~kqplan.fleet.spark_impact.usage_aggregates`)."""
-    with usage_aggregates(usage, list(states), q, window, seen, buckets=True) as (base, means, untimed, own):
+    # no means per window from the pass (as many rows as the samples on the windows shape): only
+    # the units of buckets with several members need theirs, read again for them (_totals)
+    with usage_aggregates(usage, list(states), q, window, seen, buckets=True,
+                          windows=False) as (base, _, untimed, _):
         stats: dict[Unit, dict[str, float]] = {}
         observed: set[Unit] = set()
-        for cluster, user, client_id, kind, key, value in collect_rows(base.select(*UNIT_KEYS, "usage")):
+        own: list[tuple[Unit, str, float]] = []
+        for cluster, user, client_id, kind, key, value, alone in collect_rows(
+                base.select(*UNIT_KEYS, "usage", "own")):
             unit = (cluster, user, client_id, kind)
             observed.add(unit)
             if value is not None:
                 stats.setdefault(unit, {})[key] = value
+            if alone is not None:
+                own.append((unit, key, alone))
         units = sorted(observed)
         sides = placements(states, units)
         members = [Members.of(side) for side in sides]
         numbers = numbered(members)
         keys = {key for found in stats.values() for key in found}
         placed = memberships(members, numbers=numbers, untimed=untimed, keys=keys)
-        totals = _totals(spark, placed, means, own, q)
+        totals = _totals(spark, placed, (usage, window), own, q)
     buckets = [judged_buckets(states, side, found, untimed=untimed, totals=totals, numbers=numbers,
                               stats=stats, q=q) for side, found in enumerate(members)]
     return Impact(_rows(units, sides, buckets, stats), _unused(states, sides), frozenset(untimed),
                   sorted(b for judged in buckets for b in judged.values()))
 
 
-def _totals(spark: Any, placed: Memberships, means: Any, own: Any, q: float | None) -> Totals:
+def _totals(spark: Any, placed: Memberships, usage: tuple[Any, float], own: Sequence[tuple[Unit, str, float]],
+            q: float | None) -> Totals:
     """:data:`~kqplan.fleet.members.Totals` of the buckets :class:`Memberships` names: a bucket
-    alone its unit's statistic over its window means (``own``, collected), the others their units'
-    ``means`` summed per window on Spark, then the statistics over the windows."""
+    alone its unit's statistic over its window means (``own``: per unit and key, collected), the
+    others their units' means per window (:func:`~kqplan.fleet.spark_impact.unit_means` of the
+    ``usage`` frame and window, for those units only) summed per window on Spark, then the
+    statistics over the windows."""
     from pyspark.sql import functions as F
 
     totals: dict[int, tuple[float | None, float | None]] = {}
     if placed.single:
         uids = {unit: uid for uid, unit in enumerate(placed.units)}
-        for cluster, user, client_id, kind, key, value in collect_rows(own):
-            uid = uids.get((cluster, user, client_id, kind))
+        for unit, key, value in own:
+            uid = uids.get(unit)
             for number in placed.single.get((uid, key), ()) if uid is not None else ():
                 totals[number] = (value, None)
     if placed.rows:
         rows = [(*placed.units[uid], USAGE_KEYS[k], number, exact, split)
                 for uid, k, number, exact, split in placed.rows]
+        frame, window = usage
+        means = unit_means(frame, list(dict.fromkeys(placed.units[uid] for uid, *_ in placed.rows)), window)
         mean, exact, split = F.col("mean"), F.col("exact"), F.col("split")
         found = (frame_of(spark, rows, _MEMBER).join(means, UNIT_KEYS).groupBy("number", "w")
                  .agg(F.sum(F.when(exact, mean)).alias("known"), F.sum(F.when(split, mean)).alias("most"))

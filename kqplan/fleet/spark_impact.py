@@ -76,14 +76,15 @@ GROUP = ["cluster", "key", "side", "bu", "bc"]
 
 
 def usage_table(usage: Any, q: float | None, window: float, *,
-                buckets: bool = False) -> tuple[Any, Any, list[Any]]:
+                buckets: bool = False, windows: bool = True) -> tuple[Any, Any, list[Any]]:
     """Every observed unit × the four keys, with ``usage``: the statistic (max, or the ``q``
     quantile) over its samples, null for a key without samples; ``samples``, their count;
     ``own``, the statistic over its means per window of ``window`` seconds (its samples with a
     ``ts``); ``untimed``, its usage rows with a sample and without a ``ts``; and ``bad``, whether a
     row of it is refused (:func:`kqplan.fleet.spark_usage.refused`: an unchecked usage frame
     carries ``problem``; ``buckets`` false, a bucket's row). Beside it, each unit-key's mean per
-    window (``w``, ``mean``). One pass over the usage rows, sorted per unit in the executors'
+    window (``w``, ``mean``; ``windows`` false: a heavy unit's only, :func:`unit_means` gives the
+    others'). One pass over the usage rows, sorted per unit in the executors'
     Python (:mod:`kqplan.fleet.spark_sorted`); a quantile's units with millions of samples found
     first and aggregated apart on Spark, in bounded memory (:mod:`kqplan.fleet.spark_heavy`)."""
     from pyspark.sql import functions as F
@@ -99,14 +100,12 @@ def usage_table(usage: Any, q: float | None, window: float, *,
     light = among(usage, UNIT, heavy, "left_anti") if heavy else usage
     # computed now, and its plan cut short: a Spark Connect plan's depth is bounded (the decoder's),
     # and the fleet jobs build theirs on top of this one
-    found = sorted_units(light, q, window, untimed=untimed, bad=bad).localCheckpoint()
+    found = sorted_units(light, q, window, untimed=untimed, bad=bad, windows=windows).localCheckpoint()
     kept: list[Any] = []
     wide, means = found.where(~F.col("window")), found.where(F.col("window"))
     if heavy and q is not None:  # millions of samples: their quantile in bounded memory
         others = {"untimed": F.count(F.when(untimed, 1)), "bad": F.max(bad)}
-        theirs = among(usage, UNIT, heavy, "left_semi").withColumn("w", F.floor(F.col("ts") / F.lit(window)))
-        windowed = (theirs.where(F.col("w").isNotNull()).groupBy(*UNIT, "w")
-                    .agg(*(F.avg(k).alias(k) for k in USAGE_KEYS))).persist()
+        windowed = _window_means(usage, heavy, window).persist()
         kept.append(windowed)
         own = windowed.groupBy(*UNIT).agg(*(_statistic(k, q).alias(f"o_{k}") for k in USAGE_KEYS))
         mine = heavy_table(usage, UNIT, heavy, q, others).join(own, UNIT, "left")
@@ -115,6 +114,29 @@ def usage_table(usage: Any, q: float | None, window: float, *,
     quads = ", ".join(f"'{k}', `{k}`, `n_{k}`, `o_{k}`" for k in USAGE_KEYS)
     stacked = F.expr(f"stack({len(USAGE_KEYS)}, {quads}) as (key, usage, samples, own)")
     return wide.select(*UNIT, "untimed", "bad", stacked), means.select(*UNIT, "w", _stacked("mean")), kept
+
+
+def unit_means(usage: Any, units: Sequence[tuple[Any, ...]], window: float) -> Any:
+    """Each unit-key's mean per window (``cluster, user, client_id, bucket, w, key, mean``; a key
+    without samples in a window has no row) of ``units`` only, read from a usage frame's rows again:
+    the means :func:`usage_table` gives beside its table, where it was asked for none."""
+    from pyspark.sql import functions as F
+
+    if "bucket" not in usage.columns:  # as usage_aggregates reads such a frame
+        usage = usage.withColumn("bucket", F.lit(""))
+    means = _window_means(usage, units, window).select(*UNIT, "w", _stacked("mean"))
+    return means.where(F.col("mean").isNotNull())
+
+
+def _window_means(usage: Any, units: Sequence[tuple[Any, ...]], window: float) -> Any:
+    """The means per window of ``window`` seconds of ``units``' samples with a ``ts``: a row per
+    unit and window (``w``), a column per key (null: no sample of it in the window), Spark's
+    average (a mean may differ in the last bit from the reference's: rows are summed in any order)."""
+    from pyspark.sql import functions as F
+
+    theirs = among(usage, UNIT, units, "left_semi").withColumn("w", F.floor(F.col("ts") / F.lit(window)))
+    return (theirs.where(F.col("w").isNotNull()).groupBy(*UNIT, "w")
+            .agg(*(F.avg(k).alias(k) for k in USAGE_KEYS)))
 
 
 def _stacked(name: str) -> Any:
@@ -210,18 +232,19 @@ Seen = Callable[[Collection[str]], None]
 
 @contextmanager
 def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, window: float,
-                     seen: Seen | None = None, *,
-                     buckets: bool = False) -> Iterator[tuple[Any, Any, list[str], Any]]:
+                     seen: Seen | None = None, *, buckets: bool = False,
+                     windows: bool = True) -> Iterator[tuple[Any, Any, list[str], Any]]:
     """The two aggregates of the usage both fleet jobs read, kept while the block runs:
-    :func:`usage_table` of ``clusters``, each unit-key's mean per window, the clusters with a
-    sample without ``ts`` (not windowed), and each unit-key's statistic over its window means
-    (``cluster, user, client_id, bucket, key, usage``). One pass over the usage computes them all
-    (:func:`usage_table`; a heavy unit's rows are read again): an unchecked usage frame (one with
-    ``problem``) is checked by it, every row of any cluster, and only when a row is refused is the
-    usage searched again, for the message;
+    :func:`usage_table` of ``clusters`` (with ``own``, below, beside each row), each unit-key's
+    mean per window, the clusters with a sample without ``ts`` (not windowed), and each unit-key's
+    statistic over its window means (``cluster, user, client_id, bucket, key, usage``). One pass
+    over the usage computes them all (:func:`usage_table`; a heavy unit's rows are read again): an
+    unchecked usage frame (one with ``problem``) is checked by it, every row of any cluster, and
+    only when a row is refused is the usage searched again, for the message;
     ``buckets`` false, a quota bucket's row is refused (``fleet rightsize``), as ``read_usage``
     refuses it. ``seen`` hears every cluster the usage names, from the same aggregation (the other
-    clusters' rates left out of it), before anything else is computed."""
+    clusters' rates left out of it), before anything else is computed. ``windows`` false: no means
+    per window (None in their place; :func:`unit_means` gives a few units' from the usage rows)."""
     from pyspark.sql import functions as F
 
     from kqplan.fleet.spark_usage import check, read_error, refused
@@ -238,21 +261,25 @@ def usage_aggregates(usage: Any, clusters: Sequence[str], q: float | None, windo
     kept: list[Any] = []
     try:
         try:  # the first actions: the usage is read, and every unit aggregated, now
-            table, means, kept = usage_table(source, q, window, buckets=buckets)
-            if checking and table.where(F.col("bad")).limit(1).count():
+            table, means, kept = usage_table(source, q, window, buckets=buckets, windows=windows)
+            # per cluster named: whether a row is refused, whether a sample has no ts (one job)
+            named = table.groupBy("cluster").agg(F.max("bad"), F.max(F.col("untimed") > 0)).collect()
+            if checking and any(bad for _, bad, _ in named):
                 check(usage, buckets=buckets)  # raises, naming the first refused row
             if seen is not None:
-                seen([r[0] for r in table.select("cluster").distinct().collect()])
-            base = table.where(mine).drop("bad", "own")
-            untimed = sorted(r[0] for r in base.where(F.col("untimed") > 0).select("cluster").distinct()
-                             .collect())
+                seen([cluster for cluster, _, _ in named])
+            base = table.where(mine).drop("bad")
+            wanted_clusters = set(clusters)
+            untimed = sorted(c for c, _, some in named if some and c in wanted_clusters)
         except KqplanError:
             raise
         except Exception as exc:
             raise worker_error(exc) or read_error(usage.sparkSession, exc) from None
         timed = mine & ~F.col("cluster").isin(untimed)
         own = table.where(timed & F.col("own").isNotNull()).select(*UNIT, "key", F.col("own").alias("usage"))
-        yield base, means.where(timed & F.col("mean").isNotNull()), untimed, own
+        # ``own`` also beside each row of ``base`` (null in an untimed cluster): one collect of both
+        yield (base.withColumn("own", F.when(timed, F.col("own"))),
+               means.where(timed & F.col("mean").isNotNull()) if windows else None, untimed, own)
     finally:
         for frame in kept:
             frame.unpersist()
@@ -395,7 +422,8 @@ def impact_frame(spark: Any, states: Mapping[str, tuple[QuotaState, QuotaState]]
     used; ``seen`` hears the clusters the usage names (:func:`usage_aggregates`)."""
     from pyspark.sql import functions as F
 
-    with usage_aggregates(usage, list(states), q, window, seen, buckets=True) as (base, means, untimed, own):
+    with usage_aggregates(usage, list(states), q, window, seen, buckets=True) as (both, means, untimed, own):
+        base = both.drop("own")
         measured, found = _measured(spark, states, base)
         principals = _principals(spark, states, base).persist()
         groups = None

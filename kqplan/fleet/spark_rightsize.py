@@ -133,7 +133,7 @@ def spark_proposal_rows(spark: Any, states: Mapping[str, QuotaState], usage: Any
 
     with usage_aggregates(usage, list(states), rules.q, window, seen) as (base, means, untimed, _):
         entries = quota_entries(spark, states)
-        table = with_effective(spark, base.where(F.col("usage").isNotNull()), entries, "current")
+        table = with_effective(spark, base.drop("own").where(F.col("usage").isNotNull()), entries, "current")
         unlimited = F.col("current").isNull()
         # the bucket now (null: unlimited), and the group a proposal is made for: the bucket, or
         # for an unlimited principal its own entity

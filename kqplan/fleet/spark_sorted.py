@@ -45,10 +45,12 @@ COLUMNS = [field.split(" ")[0].strip("`") for field in SORTED.split(", ")]
 """:data:`SORTED`'s column names, in order."""
 
 
-def sorted_units(frame: Any, q: float | None, window: float, *, untimed: Any, bad: Any) -> Any:
+def sorted_units(frame: Any, q: float | None, window: float, *, untimed: Any, bad: Any,
+                 windows: bool = True) -> Any:
     """The :data:`SORTED` rows of a usage frame; ``untimed`` and ``bad``: whether a row is a sample
-    without ``ts``, and refused (boolean columns); ``q`` None: the maximum. Three steps of plan
-    (a Spark Connect plan is nested, and its depth is bounded)."""
+    without ``ts``, and refused (boolean columns); ``q`` None: the maximum; ``windows`` false: the
+    units' rows only (a row per unit and window is as many rows as the samples where they are one
+    per window). Three steps of plan (a Spark Connect plan is nested, and its depth is bounded)."""
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
@@ -56,10 +58,10 @@ def sorted_units(frame: Any, q: float | None, window: float, *, untimed: Any, ba
     rows = frame.select(*UNIT, F.floor(F.col("ts") / F.lit(window)).alias("w"), *KEYS,
                         untimed.alias("untimed"), bad.alias("bad"))
     ordered = rows.repartition(*UNIT).sortWithinPartitions(*UNIT, "w")
-    return ordered.mapInArrow(aggregator(q), SORTED)
+    return ordered.mapInArrow(aggregator(q, windows=windows), SORTED)
 
 
-def aggregator(q: float | None) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def aggregator(q: float | None, *, windows: bool = True) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function each partition's batches go through: :func:`unit_table` of them all."""
     def aggregate(batches: Iterator[Any]) -> Iterator[Any]:
         import numpy as np
@@ -72,17 +74,18 @@ def aggregator(q: float | None) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 pending.append(batch)
                 continue
             done = pa.Table.from_batches([*pending, batch.slice(0, cut)])
-            yield from unit_table(done, q, ordered=True).to_batches()
+            yield from unit_table(done, q, ordered=True, windows=windows).to_batches()
             pending = [batch.slice(cut)]
         if pending:
-            yield from unit_table(pa.Table.from_batches(pending), q, ordered=True).to_batches()
+            last = pa.Table.from_batches(pending)
+            yield from unit_table(last, q, ordered=True, windows=windows).to_batches()
     return aggregate
 
 
-def unit_table(table: Any, q: float | None, *, ordered: bool = False) -> Any:
+def unit_table(table: Any, q: float | None, *, ordered: bool = False, windows: bool = True) -> Any:
     """:data:`SORTED`'s rows of usage rows (a pyarrow Table: ``UNIT``, ``w``, the keys,
     ``untimed``, ``bad``), every unit of which is whole in it; ``ordered``: they are sorted by
-    unit and window already."""
+    unit and window already; ``windows`` false: the units' rows only."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -90,18 +93,20 @@ def unit_table(table: Any, q: float | None, *, ordered: bool = False) -> Any:
     if not ordered:
         table = table.sort_by([(c, "ascending") for c in (*UNIT, "w")])
     units = _changes(table, UNIT)
-    windows = units | _changes(table, ("w",))
+    starts = units | _changes(table, ("w",))  # of a unit's window
     unit_of = np.cumsum(units) - 1
-    firsts, window_firsts = np.flatnonzero(units), np.flatnonzero(windows)
-    window_of = np.cumsum(windows) - 1
+    firsts, window_firsts = np.flatnonzero(units), np.flatnonzero(starts)
+    window_of = np.cumsum(starts) - 1
     count, window_count = len(firsts), len(window_firsts)
     timed = pc.is_valid(table.column("w")).to_numpy(zero_copy_only=False)[window_firsts]
     window_unit = unit_of[window_firsts]  # each window's unit
     heads, window_heads = pa.array(firsts), pa.array(window_firsts)
     per_unit: dict[str, Any] = {c: table.column(c).take(heads) for c in UNIT}
-    per_window: dict[str, Any] = {c: table.column(c).take(window_heads) for c in (*UNIT, "w")}
+    per_window: dict[str, Any] = {}  # made only when asked for
+    if windows:
+        per_window = {c: table.column(c).take(window_heads) for c in (*UNIT, "w")}
+        per_window["window"] = pa.array(np.ones(window_count, dtype=bool))
     per_unit |= {"w": pa.nulls(count, pa.int64()), "window": pa.array(np.zeros(count, dtype=bool))}
-    per_window |= {"window": pa.array(np.ones(window_count, dtype=bool))}
     known = np.zeros(window_count, dtype=bool)
     for key in KEYS:
         column = table.column(key)
@@ -116,16 +121,20 @@ def unit_table(table: Any, q: float | None, *, ordered: bool = False) -> Any:
         own, means_n = quantiles(means[has_mean], window_unit[has_mean], count, q)
         per_unit |= {key: _doubles(stat, n > 0), f"n_{key}": pa.array(n),
                      f"o_{key}": _doubles(own, means_n > 0)}
-        per_window |= {key: _doubles(means, seen > 0), f"n_{key}": pa.nulls(window_count, pa.int64()),
-                       f"o_{key}": pa.nulls(window_count, pa.float64())}
+        if windows:
+            per_window |= {key: _doubles(means, seen > 0), f"n_{key}": pa.nulls(window_count, pa.int64()),
+                           f"o_{key}": pa.nulls(window_count, pa.float64())}
     flags = {name: pc.fill_null(table.column(name), False).to_numpy(zero_copy_only=False)
              for name in ("untimed", "bad")}
     per_unit |= {"untimed": pa.array(np.bincount(unit_of, weights=flags["untimed"], minlength=count)
                                      .astype(np.int64)),
                  "bad": pa.array(np.bincount(unit_of, weights=flags["bad"], minlength=count) > 0)}
+    units_table = pa.table({n: per_unit[n] for n in COLUMNS})
+    if not windows:
+        return units_table
     per_window |= {"untimed": pa.nulls(window_count, pa.int64()), "bad": pa.nulls(window_count, pa.bool_())}
     windowed = pa.table({n: per_window[n] for n in COLUMNS}).filter(pa.array(known))
-    return pa.concat_tables([pa.table({n: per_unit[n] for n in COLUMNS}), windowed])
+    return pa.concat_tables([units_table, windowed])
 
 
 def quantiles(values: Any, groups: Any, count: int, q: float | None) -> tuple[Any, Any]:

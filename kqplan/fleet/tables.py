@@ -140,6 +140,9 @@ def charts(wanted: Sequence[tuple[str, Histogram | None, Path]]) -> list[Path | 
             if not laid_out:
                 axes.legend()
             figure.tight_layout()
+            # no layout engine left to run at each save: savefig would draw the figure once more
+            # first (tight_layout leaves a placeholder engine; the output is the same without it)
+            figure.set_layout_engine(None)
             laid_out = True
             figure.savefig(path, dpi=100)
             bars.remove()

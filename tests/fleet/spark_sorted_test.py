@@ -96,27 +96,51 @@ def test_an_empty_partition_gives_no_rows():
     assert list(sorting.aggregator(0.99)(iter([]))) == []
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(rows, max_size=40), stats, st.lists(st.integers(1, 7), min_size=1, max_size=40))
-def test_batches_give_the_rows_of_their_partition_whole(drawn, q, sizes):
-    """A partition's rows in batches of any sizes, sorted as Spark sorts them (a unit going on
-    from one batch to the next): the rows of the partition taken whole."""
+def sorted_partition(drawn):
+    """The rows drawn as a partition reaches the executors' Python: sorted by unit and window."""
     table = pa.table({
         **{c: pa.array([r[0][i] for r in drawn], pa.string()) for i, c in enumerate(UNIT)},
         "w": pa.array([None if r[1] is None else math.floor(r[1] / 60.0) for r in drawn], pa.int64()),
         **{k: pa.array([r[2][i] for r in drawn], pa.float64()) for i, k in enumerate(USAGE_KEYS)},
         "untimed": pa.array([r[1] is None for r in drawn], pa.bool_()),
         "bad": pa.array([r[3] for r in drawn], pa.bool_())})
-    table = table.sort_by([(c, "ascending") for c in (*UNIT, "w")])
+    return table.sort_by([(c, "ascending") for c in (*UNIT, "w")])
+
+
+def in_batches(table, sizes):
+    """``table`` cut into batches of ``sizes`` (cycled), as Arrow hands a partition over."""
     batches, at = [], 0
-    for size in sizes * (1 + len(drawn)):
+    for size in sizes * (1 + table.num_rows):
         if at >= table.num_rows:
             break
         batches.append(table.slice(at, size).to_batches()[0])
         at += size
-    out = pa.Table.from_batches(list(sorting.aggregator(q)(iter(batches))), sorting.unit_table(
-        table, q).schema)
+    return batches
 
-    def key(row):
-        return tuple((v is None, v) for v in row.values())
-    assert sorted(out.to_pylist(), key=key) == sorted(sorting.unit_table(table, q).to_pylist(), key=key)
+
+def in_order(rows):
+    return sorted(rows, key=lambda row: tuple((v is None, v) for v in row.values()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(rows, max_size=40), stats, st.lists(st.integers(1, 7), min_size=1, max_size=40))
+def test_batches_give_the_rows_of_their_partition_whole(drawn, q, sizes):
+    """A partition's rows in batches of any sizes, sorted as Spark sorts them (a unit going on
+    from one batch to the next): the rows of the partition taken whole."""
+    table = sorted_partition(drawn)
+    out = pa.Table.from_batches(list(sorting.aggregator(q)(iter(in_batches(table, sizes)))),
+                                sorting.unit_table(table, q).schema)
+    assert in_order(out.to_pylist()) == in_order(sorting.unit_table(table, q).to_pylist())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=40), stats, st.lists(st.integers(1, 7), min_size=1, max_size=40))
+def test_without_windows_a_partition_gives_its_units_rows_only(drawn, q, sizes):
+    """``windows`` false (the impact job's pass): the units' rows of the partition, the same as
+    with the windows' rows, and no window's row; in batches of any sizes too."""
+    table = sorted_partition(drawn)
+    whole = [o for o in sorting.unit_table(table, q).to_pylist() if not o["window"]]
+    assert sorting.unit_table(table, q, windows=False).to_pylist() == whole
+    out = [row for batch in sorting.aggregator(q, windows=False)(iter(in_batches(table, sizes)))
+           for row in batch.to_pylist()]
+    assert in_order(out) == in_order(whole)
