@@ -166,6 +166,19 @@ def test_a_kept_user_bucket_is_relieved_by_a_higher_quota(spark: Any) -> None:
     assert (summary.principals, summary.newly_throttled, summary.unknown) == (1, (), ())
 
 
+def test_a_shared_bucket_sums_its_members_means_window_by_window(spark: Any) -> None:
+    """{user=alice} shared by (alice, app) and (alice, batch): app's two samples in the first
+    window are one mean (4 and 8: 6), so the bucket is 6 + 5 = 11 there and 2 + 3 = 5 in the next;
+    its usage (max) 11 against 10. Spark reads the members' means again for a shared bucket
+    (spark_impact.unit_means): their max per window would give 13."""
+    fleet = {"c": ({Entity.user("alice"): {P: 10.0}}, {Entity.user("alice"): {P: 10.0}})}
+    samples = [Sample("c", "alice", client_id, P, value, ts) for client_id, value, ts in [
+        ("app", 4.0, 0.0), ("app", 8.0, 30.0), ("batch", 5.0, 10.0), ("app", 2.0, 70.0),
+        ("batch", 3.0, 80.0)]]
+    impact = both(spark, fleet, samples)
+    assert buckets(impact, "after") == [("{user=alice}", 11.0, None, True, 2, 0)]
+
+
 def test_a_client_id_bucket_and_a_principal_merge_into_one(spark: Any) -> None:
     """{client-id=shared} measured at 6 (all its users), and bob's own (bob, shared) at 5 in
     {user=bob, client-id=shared}; the plan removes bob's pair quota: both in {client-id=shared},
