@@ -1,11 +1,13 @@
 """The exact quantile of a unit with millions of samples, on Spark, in bounded memory.
 
-Spark SQL's exact ``percentile`` holds every distinct value of a group (a hash map of boxed
-doubles, merged whole in one task, then sorted): the skewed fleet's one principal with 5M samples
-of four keys outgrew a 4 GiB task heap (benchmarks/README.md, issue 42). The quantile interpolated
-between closest ranks needs only the values around those ranks, as the local engine keeps them
-(:class:`kqplan.fleet.columnar_stats.Ranks`). So a *heavy* unit — one a sample of the usage finds
-with about :data:`HEAVY` samples or more — takes two small passes instead:
+The one pass over the usage (:mod:`kqplan.fleet.spark_sorted`) holds each unit's rows whole in a
+Python worker, as Spark SQL's exact ``percentile`` held every distinct value of a group (a hash
+map of boxed doubles, merged whole in one task, then sorted): the skewed fleet's one principal
+with 5M samples of four keys outgrew a 4 GiB task heap (benchmarks/README.md, issue 42). The
+quantile interpolated between closest ranks needs only the values around those ranks, as the
+local engine keeps them (:class:`kqplan.fleet.columnar_stats.Ranks`). So a *heavy* unit — one a
+sample of the usage finds with about :data:`HEAVY` samples or more — takes two small passes
+instead, spread over every task:
 
 1. per unit and key, its count ``n`` and a bound ``t`` from ``percentile_approx`` a little below
    the quantile (above it for a quantile under the median), whose rank error is at most ``n /``
@@ -29,11 +31,20 @@ from kqplan.fleet.samples import closest_ranks, quantile_at
 from kqplan.fleet.usage import USAGE_KEYS
 
 HEAVY = 1_000_000
-"""Samples of one unit from which its quantile takes the bounded way (measured on this machine:
-Spark's ``percentile`` over four keys of 5M samples each ran out of a 4 GiB heap)."""
+"""Samples of one unit from which its quantile takes the bounded way. Below it the one pass
+(:mod:`kqplan.fleet.spark_sorted`) holds the unit whole in a Python worker: 10^6 rows of one unit
+took 70 MiB of Arrow and 70 more to aggregate, 5 x 10^5 half that (measured). It does so faster:
+the skewed fleet's principal with 5 x 10^5 samples took 8 s more the bounded way (its two passes and
+its window means are three more Spark jobs; benchmarks/README.md, issue 42). Spark SQL's
+``percentile`` over four keys of 5M samples each ran out of a 4 GiB heap."""
 SAMPLED = 0.001
 """The fraction of the usage's rows the heavy units are found from (seeded: the same units on
 the same files)."""
+FOUND = 0.8
+"""The share of its expected draws (``HEAVY × SAMPLED``) a unit of :data:`HEAVY` samples is found
+heavy from: it is drawn about 1,000 times, give or take 32 (the binomial's standard deviation),
+so it is found with certainty (6 standard deviations); a unit of half as many samples (500 draws,
+give or take 22) never is."""
 ACCURACY = 10_000
 """``percentile_approx``'s accuracy: its rank error is at most ``n / ACCURACY``."""
 MARGIN = 5 / ACCURACY
@@ -43,12 +54,11 @@ lies outside the closest ranks whatever the approximation's error."""
 
 def heavy_units(frame: Any, unit: Sequence[str]) -> list[tuple[Any, ...]]:
     """The units of ``frame`` (by the columns ``unit``) a seeded sample of its rows finds with
-    :data:`HEAVY` samples or more (half that in the sample: a unit near the line may go either
-    way, and both ways give its quantile — the bounded way to the bit, Spark's ``percentile``
-    within 1e-12 of it)."""
+    :data:`HEAVY` samples or more (:data:`FOUND` of that in the sample: a unit a little below the
+    line may go either way, and both ways give its quantile to the bit)."""
     from pyspark.sql import functions as F
 
-    least = max(1, round(HEAVY * SAMPLED / 2))
+    least = max(1, round(HEAVY * SAMPLED * FOUND))
     drawn = frame.select(*unit).sample(withReplacement=False, fraction=SAMPLED, seed=42)
     found = drawn.groupBy(*unit).count().where(F.col("count") >= least).select(*unit).collect()
     return [tuple(row) for row in found]

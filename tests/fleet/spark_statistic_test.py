@@ -110,3 +110,17 @@ def test_the_heavy_units_are_those_a_sample_finds_with_a_million_samples(spark: 
     frame, _ = _heavy_frame(spark)
     monkeypatch.setattr(spark_heavy, "HEAVY", 100_000)  # 50 in the sample of 0.1 % at least
     assert spark_heavy.heavy_units(frame, ["g"]) == [(401,)]  # 200,000 samples: about 200 drawn; 20,000: 20
+
+
+def test_a_unit_of_well_under_heavy_samples_stays_in_the_one_pass(spark: Any, monkeypatch) -> None:
+    """A unit of 60 % of HEAVY samples is aggregated by the one pass, which holds it whole and is
+    faster at that size (the skewed fleet at 10^6: 5 x 10^5 samples); one of 120 % is heavy."""
+    from kqplan.fleet import spark_heavy
+
+    monkeypatch.setattr(spark_heavy, "HEAVY", 100_000)  # 100 expected draws of such a unit, found from 80
+    rows = [(1, float(i)) for i in range(60_000)] + [(2, float(i)) for i in range(120_000)]
+    frame = frame_of(spark, rows, "g int, v double")
+    drawn = dict(frame.sample(withReplacement=False, fraction=spark_heavy.SAMPLED, seed=42)
+                 .groupBy("g").count().collect())
+    assert 50 <= drawn[1] < 80 <= drawn[2]  # half of the expected draws would have found both
+    assert spark_heavy.heavy_units(frame, ["g"]) == [(2,)]
