@@ -33,7 +33,7 @@ from kqplan.fleet.usage import USAGE_KEYS
 HEAVY = 1_000_000
 """Samples of one unit from which its quantile takes the bounded way. Below it the one pass
 (:mod:`kqplan.fleet.spark_sorted`) holds the unit whole in a Python worker: 10^6 rows of one unit
-took 70 MiB of Arrow and 70 more to aggregate, 5 x 10^5 half that (measured). It does so faster:
+took 70 MiB of Arrow and 69 more to aggregate, 5 x 10^5 half that (measured). It does so faster:
 the skewed fleet's principal with 5 x 10^5 samples took 8 s more the bounded way (its two passes and
 its window means are three more Spark jobs; benchmarks/README.md, issue 42). Spark SQL's
 ``percentile`` over four keys of 5M samples each ran out of a 4 GiB heap."""

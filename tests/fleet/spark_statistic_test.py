@@ -108,7 +108,7 @@ def test_the_heavy_units_are_those_a_sample_finds_with_a_million_samples(spark: 
     from kqplan.fleet import spark_heavy
 
     frame, _ = _heavy_frame(spark)
-    monkeypatch.setattr(spark_heavy, "HEAVY", 100_000)  # 50 in the sample of 0.1 % at least
+    monkeypatch.setattr(spark_heavy, "HEAVY", 100_000)  # 80 in the sample of 0.1 % at least
     assert spark_heavy.heavy_units(frame, ["g"]) == [(401,)]  # 200,000 samples: about 200 drawn; 20,000: 20
 
 
